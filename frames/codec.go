@@ -1,0 +1,164 @@
+package frames
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+)
+
+// Decode parses one frame of either direction and returns a pointer to its struct (for
+// example *ToolCall). It applies the rules of SPEC 2, in this order:
+//
+//   - b must be one JSON object;
+//   - "type" must be present and a string naming a known frame type (else unknown_frame);
+//   - an "id" of a client frame must be a string of at most MaxIDLen bytes;
+//   - every field must have its JSON type, and every required field (struct tag
+//     `required:"true"`, nested structs included) must be present and not null;
+//   - the frame's Validate method, if it has one, must accept it.
+//
+// Members are matched to fields by their exact name; unknown members are ignored. On failure
+// the error is a *Error with code bad_frame (or unknown_frame) whose message names the
+// offending field by its path (for example tools[2].name), and whose Ref is the frame's id
+// when the frame has a readable one.
+func Decode(b []byte) (Frame, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+		return nil, badFrame("frame is not a valid JSON object")
+	}
+	var ref string
+	if raw, ok := m["id"]; ok {
+		if id, ok := decodeString(raw); ok && len(id) <= MaxIDLen {
+			ref = id
+		}
+	}
+	f, err := decodeFrame(m)
+	if err != nil {
+		err.Ref = ref
+		return nil, err
+	}
+	return f, nil
+}
+
+// decodeFrame decodes the members of one frame object.
+func decodeFrame(m map[string]json.RawMessage) (Frame, *Error) {
+	raw, ok := m["type"]
+	if !ok || isNull(raw) {
+		return nil, badFrame("missing required field type")
+	}
+	typ, ok := decodeString(raw)
+	if !ok {
+		return nil, badFrame("field type must be a string")
+	}
+	r := byType[typ]
+	if r == nil {
+		return nil, &Error{Code: CodeUnknownFrame, Message: fmt.Sprintf("unknown frame type %q", truncate(typ, 64))}
+	}
+	v := reflect.New(r.goType)
+	if err := decodeObject(m, r.info, v.Elem(), "", ""); err != nil {
+		return nil, err
+	}
+	f := v.Interface().(Frame)
+	if val, ok := f.(Validator); ok {
+		if err := val.Validate(); err != nil {
+			return nil, asBadFrame(err)
+		}
+	}
+	return f, nil
+}
+
+// asBadFrame returns err as a fresh *Error: a copy of the *Error it wraps, or a bad_frame error
+// carrying its text.
+func asBadFrame(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		c := *e
+		return &c
+	}
+	return badFrame("%v", err)
+}
+
+// bufPool recycles encoding buffers.
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBuffer is the capacity above which a buffer is not recycled.
+const maxPooledBuffer = 64 << 10
+
+// Encode renders f, a frame value or a non-nil pointer to one, as one compact JSON object whose
+// first member is "type": f.FrameType(). Other members follow the struct's json tags; required
+// arrays that are nil are written as [] and HTML characters are not escaped.
+//
+// Encode refuses, with an error wrapping a bad_frame *Error, a frame that Decode would reject:
+// a missing required any-JSON field (nil or null), a non-object where an object is required, an
+// id over MaxIDLen bytes, a negative Duration, or a frame its Validate method rejects. So every
+// frame Encode returns decodes.
+func Encode(f Frame) ([]byte, error) {
+	if f == nil {
+		return nil, errors.New("frames: cannot encode a nil frame")
+	}
+	v := reflect.ValueOf(f)
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil, fmt.Errorf("frames: cannot encode a nil %s", v.Type())
+		}
+		v = v.Elem()
+	}
+	typ := f.FrameType()
+	if v.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("frames: cannot encode %s: %s is not a struct", typ, v.Type())
+	}
+	var prefix []byte
+	var info *structInfo
+	if r := byType[typ]; r != nil && r.goType == v.Type() {
+		prefix, info = r.prefix, r.info
+	} else {
+		name, err := json.Marshal(typ)
+		if err != nil {
+			return nil, fmt.Errorf("frames: cannot encode %s: %w", typ, err)
+		}
+		prefix, info = append([]byte(`{"type":`), name...), infoFor(v.Type())
+	}
+	if err := checkEncode(v, info, ""); err != nil {
+		return nil, fmt.Errorf("frames: cannot encode %s: %w", typ, err)
+	}
+	if val, ok := f.(Validator); ok {
+		if err := val.Validate(); err != nil {
+			return nil, fmt.Errorf("frames: cannot encode %s: %w", typ, err)
+		}
+	}
+	v = withEmptySlices(v, info)
+
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBuffer {
+			buf.Reset()
+			bufPool.Put(buf)
+		}
+	}()
+	buf.Reset()
+	buf.Write(prefix)
+	p := buf.Len()
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v.Interface()); err != nil {
+		return nil, fmt.Errorf("frames: cannot encode %s: %w", typ, err)
+	}
+	b := buf.Bytes()
+	b = b[:len(b)-1] // Encoder's newline
+	if len(b) < p+2 || b[p] != '{' {
+		return nil, fmt.Errorf("frames: cannot encode %s: the struct did not encode as an object", typ)
+	}
+	var out []byte
+	if len(b) == p+2 { // {}
+		out = make([]byte, p+1)
+		copy(out, b[:p])
+		out[p] = '}'
+	} else {
+		out = make([]byte, len(b))
+		copy(out, b)
+		out[p] = ','
+	}
+	return out, nil
+}

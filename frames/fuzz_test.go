@@ -1,0 +1,74 @@
+package frames
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+)
+
+// FuzzDecode checks that Decode never panics, that it fails only with bad_frame or
+// unknown_frame errors carrying a message, and that every frame it returns encodes and decodes
+// again to the same frame.
+func FuzzDecode(f *testing.F) {
+	for _, raw := range loadExamples(f) {
+		f.Add([]byte(raw))
+	}
+	for _, s := range []string{
+		``, `{`, `null`, `[]`, `"x"`, `{}`, `{"type":null}`, `{"type":5}`, `{"type":"nope","id":"n"}`,
+		`{"type":"tool_result","call_id":"c","output":null,"error":""}`,
+		`{"type":"tool_result","handle":"","call_id":"c","output":[]}`,
+		`{"type":"tools.declare","tools":[null]}`,
+		`{"type":"tools.declare","tools":[{"name":"a","description":"d","parameters":{},"timeout":"1.5ms"}]}`,
+		`{"type":"tools.declare","tools":[{"name":"a","description":"d","parameters":{},"timeout":9223372036854}]}`,
+		`{"type":"hello","protocol":"backchannel.v1","role":"host","tools":[]}`,
+		`{"type":"tool_partial_result","handle":"h","segment":" ","interaction":{"prompt":"p","options":[]}}`,
+		`{"type":"caller.text","text":"\ud800","id":"\u00e9"}`,
+		"{\"type\":\"caller.text\",\"text\":\"\xff\xfe\"}",
+		`{"type":"tool_result","call_id":"c","output":1,"Output":null,"CALL_ID":7}`,
+		`{"type":"error","code":"x","message":"","retryable":true,"seq":-1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := Decode(b)
+		if err != nil {
+			if fr != nil {
+				t.Fatalf("Decode returned both a frame and an error")
+			}
+			e, ok := err.(*Error)
+			if !ok {
+				t.Fatalf("error %T is not a *Error", err)
+			}
+			if e.Code != CodeBadFrame && e.Code != CodeUnknownFrame {
+				t.Fatalf("error code %q", e.Code)
+			}
+			if e.Message == "" {
+				t.Fatalf("empty error message")
+			}
+			return
+		}
+		if fr == nil {
+			t.Fatalf("Decode returned neither a frame nor an error")
+		}
+		out, err := Encode(fr)
+		if err != nil {
+			t.Fatalf("decoded frame %#v does not encode: %v", fr, err)
+		}
+		fr2, err := Decode(out)
+		if err != nil {
+			t.Fatalf("re-encoded frame %s does not decode: %v", out, err)
+		}
+		out2, err := Encode(fr2)
+		if err != nil {
+			t.Fatalf("second encode: %v", err)
+		}
+		if !bytes.Equal(out, out2) {
+			t.Fatalf("encodings differ:\n%s\n%s", out, out2)
+		}
+		// After one trip the frame is canonical: decoding its encoding gives an equal struct.
+		fr3, err := Decode(out2)
+		if err != nil || !reflect.DeepEqual(fr2, fr3) {
+			t.Fatalf("not a fixed point: %#v vs %#v (%v)", fr2, fr3, err)
+		}
+	})
+}

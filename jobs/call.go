@@ -1,0 +1,89 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/backchannel-io/backchannel/frames"
+)
+
+// NewCall describes a call the agent made, for Engine.Call.
+type NewCall struct {
+	Tenant    string
+	SessionID string
+	// Slot is the host slot the call goes to.
+	Slot string
+	// CallID is minted (NewCallID) when empty.
+	CallID    string
+	Tool      Tool
+	Arguments json.RawMessage
+	// ConversationID, AgentCallID, Local and ParentCallID describe a text agent's call.
+	ConversationID string
+	AgentCallID    string
+	Local          bool
+	ParentCallID   string
+}
+
+// ErrCallExists is returned by Call for a CallID that is already taken.
+var ErrCallExists = errors.New("jobs: call id exists")
+
+// Call creates the job of a call (SPEC 5): pending and dispatched now, with its ordinary timeout
+// running, or awaiting_permission when the tool requires spoken permission (no clock runs until
+// the ask has been spoken). A call whose parent call was already cancelled or has timed out is
+// closed at once with parent_cancelled (SPEC 11).
+func (e *Engine) Call(ctx context.Context, c NewCall) (*Job, error) {
+	mint := c.CallID == ""
+	for attempt := 0; ; attempt++ {
+		if mint {
+			c.CallID = NewCallID()
+		}
+		now := e.nowMS()
+		j := &Job{
+			Tenant: c.Tenant, SessionID: c.SessionID, CallID: c.CallID, Tool: c.Tool,
+			Arguments: c.Arguments, Slot: c.Slot, ConversationID: c.ConversationID,
+			AgentCallID: c.AgentCallID, Local: c.Local, ParentCallID: c.ParentCallID,
+			State: Pending, CreatedMS: now, DispatchedMS: now, ActivityMS: now,
+		}
+		if c.Tool.RequiresPermission {
+			j.State, j.DispatchedMS, j.ActivityMS = AwaitingPermission, 0, 0
+		}
+		none := &Job{Tenant: c.Tenant, SessionID: c.SessionID, CallID: c.CallID}
+		t := e.write(none, j, now, entry(now, KindCall, j, map[string]any{"name": c.Tool.Name, "state": string(j.State)}))
+		t.From = ""
+		err := e.commit(ctx, t)
+		if isConflict(err) {
+			if mint && attempt < maxAttempts {
+				continue
+			}
+			return nil, fmt.Errorf("%w: %s", ErrCallExists, c.CallID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.applied(ctx, &plan{t: t, change: Change{Event: EventCreated}})
+		if c.ParentCallID != "" {
+			if err := e.adopt(ctx, j); err != nil {
+				return nil, err
+			}
+		}
+		return j.Clone(), nil
+	}
+}
+
+// adopt closes a new child job whose parent has already been cancelled or timed out. The child
+// joined its parent's children set before this check, and the parent's cascade lists that set
+// after its own transition, so one of the two always sees the other.
+func (e *Engine) adopt(ctx context.Context, child *Job) error {
+	parent, err := e.load(ctx, child.Tenant, child.ParentCallID, true)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if parent.State == Cancelled || parent.State == TimedOut {
+		_, err = e.cancel(ctx, child, frames.CancelParentCancelled)
+	}
+	return err
+}

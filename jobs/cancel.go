@@ -1,0 +1,82 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+
+	"github.com/backchannel-io/backchannel/frames"
+)
+
+// Cancel applies a cancel request (SPEC 5, 11): an open job becomes cancelled with reason (the
+// host is to be sent tool_cancel, see Change) and its children are closed after it with
+// parent_cancelled. A cancel that loses the race — the job is finished, or was cancelled
+// already — changes nothing and is recorded as duplicate_cancel. The result is the
+// job.cancel_result value.
+func (e *Engine) Cancel(ctx context.Context, a Addr, reason frames.CancelReason) (frames.CancelResult, error) {
+	j, err := e.resolve(ctx, a)
+	if errors.Is(err, ErrUnknownCall) {
+		return frames.CancelResultUnknownCall, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return e.cancel(ctx, j, reason)
+}
+
+// cancel moves j to cancelled for reason, or records the duplicate.
+func (e *Engine) cancel(ctx context.Context, j *Job, reason frames.CancelReason) (frames.CancelResult, error) {
+	var result frames.CancelResult
+	err := e.run(ctx, j, func(j *Job, now int64) (*plan, error) {
+		if j.State.Terminal() {
+			result = frames.CancelResultAlreadyDone
+			if j.State == Cancelled {
+				result = frames.CancelResultAlreadyCanceled
+			}
+			t := e.note(j.Tenant, j.SessionID, j.CallID, now, entry(now, KindDuplicateCancel, j,
+				map[string]any{"reason": string(reason), "state": string(j.State)}))
+			return &plan{t: t, change: Change{Event: EventDuplicateCancel, Job: j}}, nil
+		}
+		result = frames.CancelResultCancelled
+		next := j.Clone()
+		next.State, next.CancelReason = Cancelled, string(reason)
+		t := e.write(j, next, now, entry(now, KindCancel, next, map[string]any{"reason": string(reason)}))
+		return &plan{t: t, change: Change{Event: EventCancelled}}, nil
+	})
+	return result, err
+}
+
+// cascade closes every open child of an ended parent call with parent_cancelled (SPEC 11),
+// each exactly once and each after its parent; children's children follow through their own
+// cancellation. It then clears the parent's cascade marker.
+// With always unset (right after the parent's own transition) a parent found without open
+// children leaves any marker to the scheduler, which clears it.
+func (e *Engine) cascade(ctx context.Context, tenant, parentCallID string, always bool) error {
+	var ids []string
+	err := e.retry(ctx, func() error {
+		var err error
+		ids, err = e.store.OpenChildren(ctx, tenant, parentCallID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 && !always {
+		return nil
+	}
+	for _, id := range ids {
+		child, err := e.load(ctx, tenant, id, true)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if child.State.Terminal() {
+			continue
+		}
+		if _, err := e.cancel(ctx, child, frames.CancelParentCancelled); err != nil {
+			return err
+		}
+	}
+	return e.retry(ctx, func() error { return e.store.DoneCascade(ctx, tenant, parentCallID) })
+}

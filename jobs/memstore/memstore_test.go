@@ -1,0 +1,14 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/jobs/memstore"
+	"github.com/backchannel-io/backchannel/jobs/storetest"
+)
+
+func newStore(t testing.TB, clock jobs.Clock) jobs.Store { return memstore.New(clock) }
+
+// TestConformance runs the store conformance suite against the memory store.
+func TestConformance(t *testing.T) { storetest.Run(t, newStore) }

@@ -1,0 +1,113 @@
+package redisstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A batcher sends the scripts of concurrent callers to Redis in pipelines: each worker takes
+// the requests that are waiting when it becomes free (no added delay), up to maxBatch, and
+// sends them in one round trip. Under load the batches grow by themselves, so the rate of
+// transitions is not capped by one round trip per request.
+type batcher struct {
+	rdb      redis.UniversalClient
+	reqs     chan *request
+	maxBatch int
+	done     chan struct{}
+}
+
+type request struct {
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args   []any
+	reply  chan result
+}
+
+type result struct {
+	val any
+	err error
+}
+
+func newBatcher(rdb redis.UniversalClient, workers, maxBatch int) *batcher {
+	b := &batcher{rdb: rdb, reqs: make(chan *request, workers*maxBatch), maxBatch: maxBatch, done: make(chan struct{})}
+	for range workers {
+		go b.work()
+	}
+	return b
+}
+
+// run sends one script through a pipeline and waits for its reply.
+func (b *batcher) run(ctx context.Context, s *redis.Script, keys []string, args []any) (any, error) {
+	r := &request{ctx: ctx, script: s, keys: keys, args: args, reply: make(chan result, 1)}
+	select {
+	case b.reqs <- r:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-b.done:
+		return nil, redis.ErrClosed
+	}
+	select {
+	case res := <-r.reply:
+		return res.val, res.err
+	case <-ctx.Done():
+		// The request may still be applied: the caller's retry with the same transition id
+		// is recognised by the script.
+		return nil, ctx.Err()
+	}
+}
+
+func (b *batcher) close() { close(b.done) }
+
+func (b *batcher) work() {
+	batch := make([]*request, 0, b.maxBatch)
+	for {
+		select {
+		case r := <-b.reqs:
+			batch = append(batch[:0], r)
+		case <-b.done:
+			return
+		}
+	drain:
+		for len(batch) < b.maxBatch {
+			select {
+			case r := <-b.reqs:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		b.send(batch)
+	}
+}
+
+// send runs one pipeline of EVALSHAs; scripts missing on the server (after a restart) are
+// loaded and their requests sent again.
+func (b *batcher) send(batch []*request) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	live := batch[:0:0]
+	for _, r := range batch {
+		if r.ctx.Err() == nil {
+			live = append(live, r)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(live))
+	for i, r := range live {
+		cmds[i] = r.script.EvalSha(ctx, pipe, r.keys, r.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, r := range live {
+		val, err := cmds[i].Result()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			val, err = r.script.Run(ctx, b.rdb, r.keys, r.args...).Result()
+		}
+		r.reply <- result{val: val, err: err}
+	}
+}

@@ -1,0 +1,27 @@
+package redisstore
+
+import "strings"
+
+// keys names the Redis keys of one tenant. Every key of a tenant carries the hash tag
+// {t:TENANT}, so that every transition — a handle claim included — touches one Cluster slot.
+type keys struct {
+	base string // PREFIX{t:TENANT}:
+}
+
+func (s *Store) keysOf(tenant string) keys {
+	var b strings.Builder
+	b.Grow(len(s.prefix) + len(tenant) + 5)
+	b.WriteString(s.prefix)
+	b.WriteString("{t:")
+	b.WriteString(tenant)
+	b.WriteString("}:")
+	return keys{base: b.String()}
+}
+
+func (k keys) job(callID string) string         { return k.base + "job:" + callID }
+func (k keys) jobPrefix() string                { return k.base + "job:" }
+func (k keys) deadlines() string                { return k.base + "deadlines" }
+func (k keys) handle(h string) string           { return k.base + "handle:" + h }
+func (k keys) open(sessionID string) string     { return k.base + "open:" + sessionID }
+func (k keys) children(callID string) string    { return k.base + "children:" + callID }
+func (k keys) timeline(sessionID string) string { return k.base + "timeline:" + sessionID }

@@ -1,0 +1,85 @@
+-- apply.lua: one job transition, atomically (jobs.Store.Apply).
+--
+-- KEYS[1] job hash        {v = version, d = record, a = arguments, dl = deadline ms, t = last transition id}
+-- KEYS[2] deadlines zset  member = call id (or "^" .. call id for a cascade marker), score = due ms
+-- KEYS[3] handle string   "L:" .. call id while its job is open, "B:" .. call id once burned
+-- KEYS[4] open set        call ids of the session's open jobs
+-- KEYS[5] children set    open call ids whose parent call is this job's parent (the job's own key when it has no parent)
+-- KEYS[6] own children    open call ids whose parent call is this job
+-- KEYS[7] timeline list   the session's entries (JSON)
+--
+-- ARGV[1]  transition id
+-- ARGV[2]  expected version, or "-1" to check nothing
+-- ARGV[3]  "1" to write the job
+-- ARGV[4]  record (JSON)
+-- ARGV[5]  arguments (JSON) when the job is created, else ""
+-- ARGV[6]  new version
+-- ARGV[7]  deadline ms ("0": none)
+-- ARGV[8]  index change: "add" (created), "rem" (terminated) or ""
+-- ARGV[9]  call id
+-- ARGV[10] handle mode: "claim", "burn" or ""
+-- ARGV[11] handle value
+-- ARGV[12] handle TTL ms
+-- ARGV[13] retention ms (job once terminal, timeline)
+-- ARGV[14] cascade marker due ms ("0": none)
+-- ARGV[15…] timeline entries
+--
+-- Returns {"ok"}, {"dup"} (this transition was applied before), {"conflict", version} or
+-- {"handle", value}.
+local expect = tonumber(ARGV[2])
+if expect >= 0 then
+  local cur = redis.call('HMGET', KEYS[1], 'v', 't')
+  local v = tonumber(cur[1]) or 0
+  if v ~= expect then
+    if cur[2] == ARGV[1] then
+      return {'dup'}
+    end
+    return {'conflict', tostring(v)}
+  end
+end
+
+local mode = ARGV[10]
+if mode == 'claim' then
+  if not redis.call('SET', KEYS[3], ARGV[11], 'NX', 'PX', ARGV[12]) then
+    return {'handle', redis.call('GET', KEYS[3])}
+  end
+elseif mode == 'burn' then
+  redis.call('SET', KEYS[3], ARGV[11], 'PX', ARGV[12])
+end
+
+local idx = ARGV[8]
+if ARGV[3] == '1' then
+  local keep = ARGV[1]
+  local id = ARGV[9]
+  local dl = ARGV[7]
+  if ARGV[5] ~= '' then
+    redis.call('HSET', KEYS[1], 'v', ARGV[6], 'd', ARGV[4], 'dl', dl, 't', keep, 'a', ARGV[5])
+  else
+    redis.call('HSET', KEYS[1], 'v', ARGV[6], 'd', ARGV[4], 'dl', dl, 't', keep)
+  end
+  if dl ~= '0' then
+    redis.call('ZADD', KEYS[2], dl, id)
+  else
+    redis.call('ZREM', KEYS[2], id)
+  end
+  if idx == 'add' then
+    redis.call('SADD', KEYS[4], id)
+    if KEYS[5] ~= KEYS[1] then redis.call('SADD', KEYS[5], id) end
+  elseif idx == 'rem' then
+    redis.call('SREM', KEYS[4], id)
+    if KEYS[5] ~= KEYS[1] then redis.call('SREM', KEYS[5], id) end
+    redis.call('PEXPIRE', KEYS[1], ARGV[13])
+    if ARGV[14] ~= '0' and redis.call('SCARD', KEYS[6]) > 0 then
+      redis.call('ZADD', KEYS[2], ARGV[14], '^' .. id)
+    end
+  end
+end
+
+if #ARGV >= 15 then
+  -- The retention of a timeline runs from its creation and is renewed whenever a job ends.
+  local n = redis.call('RPUSH', KEYS[7], unpack(ARGV, 15))
+  if n <= #ARGV - 14 or idx == 'rem' then
+    redis.call('PEXPIRE', KEYS[7], ARGV[13])
+  end
+end
+return {'ok'}

@@ -1,0 +1,18 @@
+package redisstore
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The lifecycle scripts, one per operation; each file's header lists its KEYS, ARGV and replies.
+var (
+	//go:embed lua/apply.lua
+	applySrc string
+	//go:embed lua/claim.lua
+	claimSrc string
+
+	applyScript = redis.NewScript(applySrc)
+	claimScript = redis.NewScript(claimSrc)
+)
