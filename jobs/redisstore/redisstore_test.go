@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/backchannel-io/backchannel/internal/redistest"
 	"github.com/backchannel-io/backchannel/jobs"
@@ -30,3 +31,6 @@ func TestConformance(t *testing.T) {
 	client := redistest.New(t)
 	storetest.Run(t, func(t testing.TB, _ jobs.Clock) jobs.Store { return newStore(t, client) })
 }
+
+// TestMain checks that no test leaves a goroutine behind (the pipeline workers stop on Close).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
