@@ -11,16 +11,17 @@ import (
 // host is to be sent tool_cancel, see Change) and its children are closed after it with
 // parent_cancelled. A cancel that loses the race — the job is finished, or was cancelled
 // already — changes nothing and is recorded as duplicate_cancel. The result is the
-// job.cancel_result value.
-func (e *Engine) Cancel(ctx context.Context, a Addr, reason frames.CancelReason) (frames.CancelResult, error) {
+// job.cancel_result value, with the job it addressed (nil for unknown_call).
+func (e *Engine) Cancel(ctx context.Context, a Addr, reason frames.CancelReason) (frames.CancelResult, *Job, error) {
 	j, err := e.resolve(ctx, a)
 	if errors.Is(err, ErrUnknownCall) {
-		return frames.CancelResultUnknownCall, nil
+		return frames.CancelResultUnknownCall, nil, nil
 	}
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return e.cancel(ctx, j, reason)
+	res, err := e.cancel(ctx, j, reason)
+	return res, j, err
 }
 
 // cancel moves j to cancelled for reason, or records the duplicate.

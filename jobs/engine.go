@@ -74,6 +74,7 @@ const (
 	EventLateResultDropped Event = "late_result_dropped"
 	EventDuplicateCancel   Event = "duplicate_cancel"
 	EventDeferRejected     Event = "defer_rejected"
+	EventRecorded          Event = "recorded" // timeline entries only (Engine.Record)
 )
 
 // Engine runs the job lifecycle against a Store. It is safe for concurrent use; several

@@ -33,8 +33,8 @@ type Store interface {
 	OpenJobs(ctx context.Context, tenant, sessionID string) ([]string, error)
 	// OpenChildren returns the call ids of the non-terminal jobs whose ParentCallID is callID.
 	OpenChildren(ctx context.Context, tenant, callID string) ([]string, error)
-	// Timeline returns the session's timeline, oldest first.
-	Timeline(ctx context.Context, tenant, sessionID string) ([]Entry, error)
+	// Timeline returns the session's timeline entries from index from on (0: all), oldest first.
+	Timeline(ctx context.Context, tenant, sessionID string, from int) ([]Entry, error)
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 }

@@ -339,13 +339,13 @@ func (s *Store) members(name string, set func(*space) map[string]struct{}) []str
 }
 
 // Timeline implements jobs.Store.
-func (s *Store) Timeline(ctx context.Context, tenant, sessionID string) ([]jobs.Entry, error) {
+func (s *Store) Timeline(ctx context.Context, tenant, sessionID string, from int) ([]jobs.Entry, error) {
 	t := s.space(tenant)
 	t.mu.Lock()
 	t.expire(s.now())
 	var raw [][]byte
-	if tl := t.timelines[sessionID]; tl != nil {
-		raw = slices.Clone(tl.entries)
+	if tl := t.timelines[sessionID]; tl != nil && from < len(tl.entries) {
+		raw = slices.Clone(tl.entries[max(from, 0):])
 	}
 	t.mu.Unlock()
 	out := make([]jobs.Entry, len(raw))

@@ -90,7 +90,7 @@ func TestRedisKilledMidRun(t *testing.T) {
 	perSession := map[string][]jobs.Entry{}
 	for w := range workers {
 		sess := fmt.Sprintf("sess-%d", w)
-		tl, err := store.Timeline(ctx, "acme", sess)
+		tl, err := store.Timeline(ctx, "acme", sess, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +194,7 @@ func TestKeysShareTheTenantHashTag(t *testing.T) {
 		if _, err := engine.Defer(ctx, a, "tag-h", ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := engine.Cancel(ctx, a, "agent_request"); err != nil {
+		if _, _, err := engine.Cancel(ctx, a, "agent_request"); err != nil {
 			t.Fatal(err)
 		}
 	}

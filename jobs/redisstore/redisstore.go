@@ -271,8 +271,8 @@ func (s *Store) members(ctx context.Context, key string) ([]string, error) {
 }
 
 // Timeline implements jobs.Store.
-func (s *Store) Timeline(ctx context.Context, tenant, sessionID string) ([]jobs.Entry, error) {
-	raw, err := s.rdb.LRange(ctx, s.keysOf(tenant).timeline(sessionID), 0, -1).Result()
+func (s *Store) Timeline(ctx context.Context, tenant, sessionID string, from int) ([]jobs.Entry, error) {
+	raw, err := s.rdb.LRange(ctx, s.keysOf(tenant).timeline(sessionID), int64(max(from, 0)), -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: timeline: %w", err)
 	}

@@ -438,7 +438,7 @@ func testIsolation(t *testing.T, f *fixture) {
 		if _, err := f.engine.Result(f.ctx, a, json.RawMessage(`1`), "", false); !errors.Is(err, jobs.ErrUnknownCall) {
 			t.Fatalf("result from %+v: %v, want ErrUnknownCall", a, err)
 		}
-		if res, err := f.engine.Cancel(f.ctx, a, frames.CancelHostRequest); err != nil || res != frames.CancelResultUnknownCall {
+		if res, _, err := f.engine.Cancel(f.ctx, a, frames.CancelHostRequest); err != nil || res != frames.CancelResultUnknownCall {
 			t.Fatalf("cancel from %+v: %v %v, want unknown_call", a, res, err)
 		}
 		if a.CallID != "" {
@@ -520,7 +520,7 @@ func testCancel(t *testing.T, f *fixture) {
 	j := f.call(sess, deferredTool)
 	h := "cx-" + sess
 	f.deferJob(j, h)
-	res, err := f.engine.Cancel(f.ctx, byHandle(sess, h), frames.CancelHostRequest)
+	res, _, err := f.engine.Cancel(f.ctx, byHandle(sess, h), frames.CancelHostRequest)
 	if err != nil || res != frames.CancelResultCancelled {
 		t.Fatalf("cancel: %v %v", res, err)
 	}
@@ -531,13 +531,13 @@ func testCancel(t *testing.T, f *fixture) {
 	if rec, _ := f.store.Handle(f.ctx, tenantA, h); !rec.Burned {
 		t.Fatalf("handle not burned by cancel")
 	}
-	res, _ = f.engine.Cancel(f.ctx, addr(j), frames.CancelAgentRequest)
+	res, _, _ = f.engine.Cancel(f.ctx, addr(j), frames.CancelAgentRequest)
 	if res != frames.CancelResultAlreadyCanceled {
 		t.Fatalf("second cancel: %v, want already_canceled", res)
 	}
 	done := f.call(sess, instantTool)
 	_, _ = f.engine.Result(f.ctx, addr(done), json.RawMessage(`1`), "", false)
-	if res, _ := f.engine.Cancel(f.ctx, addr(done), frames.CancelCallerRequest); res != frames.CancelResultAlreadyDone {
+	if res, _, _ := f.engine.Cancel(f.ctx, addr(done), frames.CancelCallerRequest); res != frames.CancelResultAlreadyDone {
 		t.Fatalf("cancel after completion: %v, want already_done", res)
 	}
 	tl := f.timeline(sess)
@@ -549,7 +549,7 @@ func testCancel(t *testing.T, f *fixture) {
 	if _, err := f.engine.Result(f.ctx, addr(j), json.RawMessage(`1`), "", false); !errors.Is(err, jobs.ErrCallFinished) {
 		t.Fatalf("result after cancel: %v", err)
 	}
-	if res, _ := f.engine.Cancel(f.ctx, jobs.Addr{Tenant: tenantA, SessionID: sess, CallID: "call_zzzzzzzzzzzzzzzzzzzz"}, frames.CancelHostRequest); res != frames.CancelResultUnknownCall {
+	if res, _, _ := f.engine.Cancel(f.ctx, jobs.Addr{Tenant: tenantA, SessionID: sess, CallID: "call_zzzzzzzzzzzzzzzzzzzz"}, frames.CancelHostRequest); res != frames.CancelResultUnknownCall {
 		t.Fatalf("cancel of an unknown call: %v", res)
 	}
 	// Exactly one cancelled change for the job.
@@ -791,7 +791,7 @@ func checkCascade(t *testing.T, f *fixture, sess string, p, c1, c2, g *jobs.Job)
 func testCascadeCancel(t *testing.T, f *fixture) {
 	sess := session()
 	p, c1, c2, g := f.tree(sess)
-	if res, err := f.engine.Cancel(f.ctx, addr(p), frames.CancelAgentRequest); err != nil || res != frames.CancelResultCancelled {
+	if res, _, err := f.engine.Cancel(f.ctx, addr(p), frames.CancelAgentRequest); err != nil || res != frames.CancelResultCancelled {
 		t.Fatalf("cancel parent: %v %v", res, err)
 	}
 	checkCascade(t, f, sess, p, c1, c2, g)
@@ -835,7 +835,7 @@ func testNoCascadeOnCompletion(t *testing.T, f *fixture) {
 func testChildOfCancelledParent(t *testing.T, f *fixture) {
 	sess := session()
 	p := f.call(sess, deferredTool)
-	_, _ = f.engine.Cancel(f.ctx, addr(p), frames.CancelAgentRequest)
+	_, _, _ = f.engine.Cancel(f.ctx, addr(p), frames.CancelAgentRequest)
 	k, err := f.engine.Call(f.ctx, jobs.NewCall{Tenant: tenantA, SessionID: sess, Tool: instantTool, ParentCallID: p.CallID})
 	if err != nil {
 		t.Fatal(err)

@@ -145,7 +145,7 @@ func testCancelVsResult(t *testing.T, f *fixture) {
 		}()
 		go func() {
 			defer wg.Done()
-			res, cErr = other.Cancel(f.ctx, addr(j), frames.CancelHostRequest)
+			res, _, cErr = other.Cancel(f.ctx, addr(j), frames.CancelHostRequest)
 		}()
 		wg.Wait()
 		if cErr != nil {
@@ -185,7 +185,7 @@ func testParallelCancels(t *testing.T, f *fixture) {
 		go func() {
 			defer wg.Done()
 			var err error
-			results[i], err = nodes[i%2].Cancel(f.ctx, addr(j), frames.CancelAgentRequest)
+			results[i], _, err = nodes[i%2].Cancel(f.ctx, addr(j), frames.CancelAgentRequest)
 			if err != nil {
 				t.Error(err)
 			}

@@ -23,6 +23,7 @@ func runStore(t *testing.T, newStore Factory) {
 	t.Run("Indexes", func(t *testing.T) { testIndexes(t, newStore) })
 	t.Run("Retention", func(t *testing.T) { testRetention(t, newStore) })
 	t.Run("TenantsAreSeparate", func(t *testing.T) { testTenantSeparation(t, newStore) })
+	t.Run("TimelineFrom", func(t *testing.T) { testTimelineFrom(t, newStore) })
 }
 
 // rawJob is a job record for store-level tests.
@@ -68,11 +69,11 @@ func testCreateAndLoad(t *testing.T, newStore Factory) {
 	if _, err := s.Job(ctx, tenantA, "call_missing"); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("missing job: %v, want ErrNotFound", err)
 	}
-	tl, err := s.Timeline(ctx, tenantA, sess)
+	tl, err := s.Timeline(ctx, tenantA, sess, 0)
 	if err != nil || len(tl) != 1 || tl[0].Kind != jobs.KindCall || tl[0].AtMS != 5 || tl[0].Detail["n"] != 1.5 {
 		t.Fatalf("timeline %+v %v", tl, err)
 	}
-	if tl, _ := s.Timeline(ctx, tenantA, "no-such-session"); len(tl) != 0 {
+	if tl, _ := s.Timeline(ctx, tenantA, "no-such-session", 0); len(tl) != 0 {
 		t.Fatalf("timeline of an unknown session: %v", tl)
 	}
 }
@@ -108,7 +109,7 @@ func testVersionConflict(t *testing.T, newStore Factory) {
 	if err := s.Apply(context.Background(), chk); !errors.As(err, &ce) {
 		t.Fatalf("stale check: %v, want conflict", err)
 	}
-	if tl, _ := s.Timeline(context.Background(), tenantA, sess); len(tl) != 0 {
+	if tl, _ := s.Timeline(context.Background(), tenantA, sess, 0); len(tl) != 0 {
 		t.Fatalf("a conflicting transition appended %v", tl)
 	}
 }
@@ -128,7 +129,7 @@ func testRetry(t *testing.T, newStore Factory) {
 			t.Fatalf("apply #%d of the same transition: %v", i+1, err)
 		}
 	}
-	tl, _ := s.Timeline(context.Background(), tenantA, sess)
+	tl, _ := s.Timeline(context.Background(), tenantA, sess, 0)
 	if len(tl) != 1 {
 		t.Fatalf("a retried transition was applied %d times", len(tl))
 	}
@@ -208,7 +209,7 @@ func testFailedClaimAtomic(t *testing.T, newStore Factory) {
 	if got.Version != 1 || got.State != jobs.Pending {
 		t.Fatalf("a failed claim wrote the job: %+v", got)
 	}
-	if tl, _ := s.Timeline(ctx, tenantA, sess); len(tl) != 0 {
+	if tl, _ := s.Timeline(ctx, tenantA, sess, 0); len(tl) != 0 {
 		t.Fatalf("a failed claim appended %v", tl)
 	}
 	// Its deadline is still the old one.
@@ -376,7 +377,7 @@ func testRetention(t *testing.T, newStore Factory) {
 	if _, err := s.Handle(ctx, tenantA, "ret-h"); !errors.Is(err, jobs.ErrNotFound) {
 		t.Fatalf("burned handle after its retention: %v, want ErrNotFound", err)
 	}
-	if tl, _ := s.Timeline(ctx, tenantA, sess); len(tl) != 0 {
+	if tl, _ := s.Timeline(ctx, tenantA, sess, 0); len(tl) != 0 {
 		t.Fatalf("timeline after its retention: %v", tl)
 	}
 }
@@ -400,7 +401,25 @@ func testTenantSeparation(t *testing.T, newStore Factory) {
 			t.Fatalf("tenant %s claims same-handle: %v", tenant, err)
 		}
 	}
-	if tl, _ := s.Timeline(ctx, tenantB, sess); len(tl) != 0 {
+	if tl, _ := s.Timeline(ctx, tenantB, sess, 0); len(tl) != 0 {
 		t.Fatalf("tenant B sees tenant A's timeline: %v", tl)
+	}
+}
+
+func testTimelineFrom(t *testing.T, newStore Factory) {
+	s := newStore(t, jobs.SystemClock{})
+	ctx := context.Background()
+	sess := session()
+	for i := range 5 {
+		if err := s.Apply(ctx, &jobs.Transition{ID: jobs.NewCallID(), Tenant: tenantA, SessionID: sess, CallID: "c",
+			Retention: time.Hour, Entries: []jobs.Entry{{AtMS: int64(i), Kind: jobs.KindNotice, Detail: map[string]any{}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ from, n int }{{0, 5}, {3, 2}, {5, 0}, {9, 0}} {
+		es, err := s.Timeline(ctx, tenantA, sess, c.from)
+		if err != nil || len(es) != c.n || (c.n > 0 && es[0].AtMS != int64(c.from)) {
+			t.Fatalf("Timeline from %d: %d entries %v, want %d starting at %d", c.from, len(es), err, c.n, c.from)
+		}
 	}
 }

@@ -159,7 +159,7 @@ func (f *fixture) at(d time.Duration) { f.clock.Set(epoch.Add(d)) }
 // timeline returns the session's timeline.
 func (f *fixture) timeline(sess string) []jobs.Entry {
 	f.t.Helper()
-	es, err := f.store.Timeline(f.ctx, tenantA, sess)
+	es, err := f.store.Timeline(f.ctx, tenantA, sess, 0)
 	if err != nil {
 		f.t.Fatalf("Timeline: %v", err)
 	}
