@@ -43,6 +43,9 @@ type Request struct {
 	ID string `json:"id,omitempty"`
 }
 
+// RequestID returns the frame's id ("" when it has none), for the ref of its answer.
+func (r Request) RequestID() string { return r.ID }
+
 // Reply is embedded in every broker → client frame (SPEC 2).
 type Reply struct {
 	// Ref is the id of the client frame this frame answers, if it answers one.

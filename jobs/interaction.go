@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"strings"
+	"unicode"
 
 	"github.com/backchannel-io/backchannel/frames"
 )
@@ -60,4 +62,39 @@ func (e *Engine) closeInteraction(ctx context.Context, a Addr, id, how string, a
 		return &plan{t: t, change: Change{Event: EventInteractionClosed, Interaction: &ia}}, nil
 	})
 	return result, err
+}
+
+// MatchAnswer applies the answer rule of SPEC 9 to a reply: it answers an interaction with
+// options when it equals one of them or contains exactly one of them (as whole words,
+// case-insensitive, ignoring punctuation), and one without options when it is not empty. It
+// returns the option matched ("" without options).
+func MatchAnswer(reply string, options []string) (string, bool) {
+	words := answerWords(reply)
+	if len(options) == 0 {
+		return "", len(words) > 0
+	}
+	text := " " + strings.Join(words, " ") + " "
+	for _, o := range options {
+		if ow := answerWords(o); len(ow) > 0 && strings.Join(ow, " ") == strings.TrimSpace(text) {
+			return o, true
+		}
+	}
+	var found []string
+	for _, o := range options {
+		ow := answerWords(o)
+		if len(ow) > 0 && strings.Contains(text, " "+strings.Join(ow, " ")+" ") {
+			found = append(found, o)
+		}
+	}
+	if len(found) == 1 {
+		return found[0], true
+	}
+	return "", false
+}
+
+// answerWords lowercases s and splits it into words, dropping punctuation.
+func answerWords(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
 }

@@ -136,11 +136,15 @@ func (j *Job) Ref() string {
 
 // deadline computes the job's next deadline from its clocks (SPEC 5, 7, 12): for a pending job
 // min(last activity + timeout, dispatch + 10 min), or dispatch + 10 min while an interaction is
-// open; for a deferred job its fixed deferred deadline; for a job awaiting permission the end
+// open (none for a local call, which the agent runs itself); for a deferred job its fixed
+// deferred deadline; for a job awaiting permission the end
 // of the spoken ask + permissionTimeout (none before the ask was spoken); none when terminal.
 func (j *Job) deadline(permissionTimeout time.Duration) int64 {
 	switch j.State {
 	case Pending:
+		if j.Local {
+			return 0 // a local call is run by the agent itself: it ends by its result or a cancel
+		}
 		limit := j.DispatchedMS + MaxCallLife.Milliseconds()
 		if j.Interaction != nil {
 			return limit

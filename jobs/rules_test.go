@@ -76,6 +76,7 @@ func TestDeadline(t *testing.T) {
 		{"deferred: fixed", Job{State: Deferred, DeferredDLMS: 99 * s, ActivityMS: 98 * s, Interaction: &Interaction{ID: "x"}}, 99 * s},
 		{"awaiting permission: none before the ask", Job{State: AwaitingPermission}, 0},
 		{"awaiting permission: ask end + permission timeout", Job{State: AwaitingPermission, AskEndedMS: 10 * s}, 130 * s},
+		{"pending local call: none", Job{State: Pending, Local: true, ActivityMS: 5 * s}, 0},
 		{"terminal: none", Job{State: Completed, DeferredDLMS: 5, ActivityMS: 5}, 0},
 	} {
 		if got := c.job.deadline(perm); got != c.want {
@@ -114,5 +115,33 @@ func TestTimerHeap(t *testing.T) {
 	h.set(c, 0)
 	if _, ok := h.next(); ok || len(h.at) != 0 {
 		t.Fatal("heap not empty")
+	}
+}
+
+func TestMatchAnswer(t *testing.T) {
+	opts := []string{"window", "aisle"}
+	for _, c := range []struct {
+		reply   string
+		options []string
+		want    string
+		ok      bool
+	}{
+		{"aisle", opts, "aisle", true},
+		{"AISLE!", opts, "aisle", true},
+		{"the aisle one, please", opts, "aisle", true},
+		{"window or aisle?", opts, "", false},
+		{"I don't know", opts, "", false},
+		{"windows", opts, "", false},
+		{"", opts, "", false},
+		{"New York", []string{"New York", "Boston"}, "New York", true},
+		{"fly me to new york.", []string{"New York", "Boston"}, "New York", true},
+		{"vegetarian", nil, "", true},
+		{"  ", nil, "", false},
+		{"...", nil, "", false},
+	} {
+		got, ok := MatchAnswer(c.reply, c.options)
+		if got != c.want || ok != c.ok {
+			t.Errorf("MatchAnswer(%q, %v) = %q, %v; want %q, %v", c.reply, c.options, got, ok, c.want, c.ok)
+		}
 	}
 }

@@ -1,0 +1,136 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/backchannel-io/backchannel/broker/textagent"
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// textAgent connects a session to the text-agent protocol (package textagent): it is the
+// protocol's Env, backed by the session's slots, outboxes and job engine.
+type textAgent struct {
+	s    *Session
+	slot *Slot
+	a    *textagent.Agent
+}
+
+func newTextAgent(s *Session, sl *Slot) *textAgent {
+	t := &textAgent{s: s, slot: sl}
+	t.a = textagent.New(t, textagent.Options{BackgroundAfter: s.node.cfg.BackgroundAfter})
+	return t
+}
+
+func (t *textAgent) handle(f frames.Frame) { t.a.Handle(f) }
+func (t *textAgent) ending()              { t.a.Ending() }
+
+// Now implements textagent.Env.
+func (t *textAgent) Now() time.Time { return time.Now() }
+
+// After implements textagent.Env.
+func (t *textAgent) After(d time.Duration, fn func()) func() {
+	timer := t.s.after(d, fn)
+	return func() { timer.Stop() }
+}
+
+// Send implements textagent.Env: frames go to the agent's slot (kept in its outbox while the
+// agent is away).
+func (t *textAgent) Send(f frames.Frame) {
+	if t.s.agent == t.slot {
+		t.s.send(t.slot, f)
+	}
+}
+
+// StartCall implements textagent.Env: the checks of SPEC 4 before dispatch, then the job.
+func (t *textAgent) StartCall(r textagent.CallRequest) (string, string) {
+	s := t.s
+	lim := s.node.cfg.Limits
+	if len(r.Arguments) > lim.MaxPayloadBytes {
+		return "", fmt.Sprintf("Arguments of %d bytes are over the limit of %d bytes", len(r.Arguments), lim.MaxPayloadBytes)
+	}
+	if s.openJobs >= lim.MaxOpenJobs {
+		return "", fmt.Sprintf("Too many open tool calls in this session (limit %d)", lim.MaxOpenJobs)
+	}
+	nc := jobs.NewCall{Tenant: s.tenant, SessionID: s.id, Arguments: r.Arguments, ConversationID: r.ConversationID,
+		AgentCallID: r.CallID, ParentCallID: r.ParentCallID}
+	if r.Local {
+		nc.Local, nc.Tool = true, jobs.Tool{Name: r.Name}
+		j, err := s.engine().Call(s.ctx(), nc)
+		if err != nil {
+			return "", "Tool call could not be started: the job store failed"
+		}
+		s.openJobs++
+		return j.CallID, ""
+	}
+	sl, tool := s.route(r.Name)
+	if sl == nil {
+		return "", fmt.Sprintf("Tool %s is not available", r.Name)
+	}
+	if msg := tool.checkArguments(r.Arguments); msg != "" {
+		return "", msg
+	}
+	nc.Slot, nc.Tool = sl.id, tool.Job
+	j, err := s.engine().Call(s.ctx(), nc)
+	if err != nil {
+		return "", "Tool call could not be started: the job store failed"
+	}
+	s.openJobs++
+	if j.State == jobs.AwaitingPermission {
+		// A session without a caller cannot hear spoken permission (SPEC 12).
+		d := jobs.Decision{Verdict: jobs.Decline, Reason: "no_caller"}
+		if err := s.engine().Permission(s.ctx(), s.addr(j.CallID), d); err != nil {
+			s.node.log.Warn("broker: declining a permission call", "call_id", j.CallID, "err", err)
+		}
+		return "", fmt.Sprintf("Tool %s requires spoken permission", r.Name)
+	}
+	if j.State == jobs.Pending {
+		s.dispatch(sl, tool, j)
+	}
+	return j.CallID, ""
+}
+
+// LocalResult implements textagent.Env.
+func (t *textAgent) LocalResult(brokerID string, output json.RawMessage, errText string, isError bool) error {
+	_, err := t.s.engine().Result(t.s.ctx(), t.s.addr(brokerID), output, errText, isError)
+	return err
+}
+
+// CancelCall implements textagent.Env.
+func (t *textAgent) CancelCall(brokerID string, reason frames.CancelReason) (frames.CancelResult, error) {
+	res, _, err := t.s.engine().Cancel(t.s.ctx(), t.s.addr(brokerID), reason)
+	return res, err
+}
+
+// AnswerInteraction implements textagent.Env: the host of the job gets tool_interaction_answer.
+func (t *textAgent) AnswerInteraction(brokerID, interactionID, option, text string) (frames.InteractionUpdateResult, error) {
+	return t.s.answerInteraction(brokerID, interactionID, option, text)
+}
+
+// Notice implements textagent.Env.
+func (t *textAgent) Notice(text string, detail map[string]any) {
+	d := map[string]any{"text": text}
+	for k, v := range detail {
+		d[k] = v
+	}
+	t.s.record(jobs.KindNotice, d)
+}
+
+// answerInteraction closes an interaction with the caller's or agent's answer and tells the
+// job's host (SPEC 9).
+func (s *Session) answerInteraction(callID, interactionID, option, text string) (frames.InteractionUpdateResult, error) {
+	a := s.addr(callID)
+	res, err := s.engine().AnswerInteraction(s.ctx(), a, interactionID, jobs.Answer{Option: option, Text: text})
+	if err != nil || res != frames.UpdateApplied {
+		return res, err
+	}
+	j, err := s.engine().Lookup(s.ctx(), a)
+	if err == nil {
+		if sl := s.slots[j.Slot]; sl != nil {
+			s.send(sl, &frames.ToolInteractionAnswer{CallID: j.CallID, Handle: j.Handle, InteractionID: interactionID, Option: option, Text: text})
+		}
+	}
+	return res, nil
+}

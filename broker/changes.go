@@ -1,0 +1,87 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/backchannel-io/backchannel/broker/textagent"
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// handleChange runs what a job transition causes in its session: the host's tool_cancel when
+// the job is cancelled or times out (exactly once, with the transition), and the agent's side
+// of the job (placeholder, result, prompts).
+func (s *Session) handleChange(c jobs.Change) {
+	s.node.metrics.changes.WithLabelValues(string(c.Event)).Inc()
+	if s.ended {
+		return
+	}
+	j := c.Job
+	var text *textagent.Agent
+	if s.text != nil && j.ConversationID != "" {
+		text = s.text.a
+	}
+	switch c.Event {
+	case jobs.EventDeferred:
+		if text != nil {
+			text.Deferred(j.CallID)
+		}
+	case jobs.EventPartial:
+		if text != nil {
+			if c.Superseded != "" {
+				text.InteractionClosed(c.Superseded)
+			}
+			if c.Interaction != nil {
+				text.InteractionOpened(j.CallID, c.Interaction)
+			}
+		}
+	case jobs.EventInteractionClosed:
+		if text != nil && c.Interaction != nil {
+			text.InteractionClosed(c.Interaction.ID)
+		}
+	case jobs.EventCompleted, jobs.EventFailed, jobs.EventCancelled, jobs.EventTimedOut, jobs.EventDeclined:
+		if c.From.Terminal() {
+			return
+		}
+		s.openJobs--
+		if (j.State == jobs.Cancelled || j.State == jobs.TimedOut) && jobs.IsOpen(c.From) {
+			s.toolCancel(j)
+		}
+		delete(s.callSeq, j.CallID)
+		if text != nil {
+			if j.Interaction == nil && len(j.Closed) > 0 {
+				for id, how := range j.Closed {
+					if how == jobs.InteractionEnded {
+						text.InteractionClosed(id)
+					}
+				}
+			}
+			if j.Local && j.State == jobs.Cancelled {
+				text.LocalCancelled(j.CallID)
+			}
+			text.Finished(j.CallID, textagent.Outcome{State: j.State, Output: j.Output, Error: j.Error,
+				Duration: time.Duration(j.FinishedMS-j.CreatedMS) * time.Millisecond})
+		}
+	}
+}
+
+// toolCancel tells a job's host to stop (SPEC 11). A tool_call still waiting undelivered in
+// the outbox of an absent host is replaced there, in place and under the same seq, by its
+// tool_cancel, so it is never delivered (SPEC 10).
+func (s *Session) toolCancel(j *jobs.Job) {
+	if j.Local || j.DispatchedMS == 0 {
+		return // nothing was sent to a host
+	}
+	sl := s.slots[j.Slot]
+	if sl == nil {
+		return // its slot expired: nobody to tell
+	}
+	f := &frames.ToolCancel{CallID: j.CallID, Handle: j.Handle, Reason: frames.CancelReason(j.CancelReason)}
+	if co, ok := s.callSeq[j.CallID]; ok && co.slot == sl.id && co.seq > sl.sent {
+		data, err := frames.Encode(f)
+		if err == nil && sl.out.replace(co.seq, withSeq(data, f.FrameType(), co.seq)) {
+			return
+		}
+	}
+	s.send(sl, f)
+}

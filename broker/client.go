@@ -1,0 +1,388 @@
+package broker
+
+import (
+	"crypto/subtle"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// Client is one attached connection. It checks the connection's frames against the limits of
+// SPEC 2 and decodes them on the connection's own goroutine, then hands them to its session.
+type Client struct {
+	session *Session
+	slot    *Slot
+	tr      Transport
+	connID  string
+	role    frames.Role
+
+	limiter    *rate.Limiter
+	violations int // frames over a limit in a row (the reader goroutine's)
+	closed     atomic.Bool
+}
+
+// ConnectionID is the id the welcome named.
+func (c *Client) ConnectionID() string { return c.connID }
+
+// SessionID is the id of the client's session.
+func (c *Client) SessionID() string { return c.session.id }
+
+// Receive takes one text message of the connection. It must be called from one goroutine.
+func (c *Client) Receive(data []byte) {
+	if c.closed.Load() {
+		return
+	}
+	lim := &c.session.node.cfg.Limits
+	if len(data) > lim.MaxFrameBytes {
+		c.violation(frames.Errorf(frames.CodeLimitExceeded, "frame of %d bytes is over the limit of %d bytes", len(data), lim.MaxFrameBytes))
+		return
+	}
+	if !c.limiter.Allow() {
+		c.violation(frames.Errorf(frames.CodeLimitExceeded, "more than %g frames/s (burst %d) on this connection", lim.FramesPerSecond, lim.FrameBurst))
+		return
+	}
+	c.violations = 0
+	f, err := frames.Decode(data)
+	if err != nil {
+		e := err.(*frames.Error)
+		c.session.post(func() { c.session.clientError(c, e) })
+		return
+	}
+	c.session.node.metrics.framesIn.WithLabelValues(f.FrameType()).Inc()
+	c.session.post(func() { c.session.handleFrame(c, f) })
+}
+
+// Oversized reports a message the transport refused to read whole (over MaxFrameBytes).
+func (c *Client) Oversized(size int) {
+	lim := &c.session.node.cfg.Limits
+	c.violation(frames.Errorf(frames.CodeLimitExceeded, "frame of at least %d bytes is over the limit of %d bytes", size, lim.MaxFrameBytes))
+}
+
+// violation answers a frame over a limit; a connection that keeps exceeding is closed with
+// 1008 (SPEC 2).
+func (c *Client) violation(e *frames.Error) {
+	c.violations++
+	if c.violations > c.session.node.cfg.Limits.MaxViolations {
+		c.closed.Store(true)
+		c.tr.Close(StatusPolicy, "limit exceeded repeatedly")
+		c.session.post(func() { c.session.dropped(c) })
+		return
+	}
+	c.session.post(func() { c.session.clientError(c, e) })
+}
+
+// Dropped reports that the transport is gone (read error, closed, missed pongs). It is not
+// the end of the session: the slot waits for a resume (SPEC 10).
+func (c *Client) Dropped() {
+	c.closed.Store(true)
+	c.session.post(func() { c.session.dropped(c) })
+}
+
+// Hello handles the first frame of a new connection (SPEC 3): it authenticates, creates or
+// finds the session, attaches or resumes a slot and sends the welcome (and, on resume, the
+// replay). It returns nil after refusing the hello with an error frame and close 1008.
+func (n *Node) Hello(tr Transport, data []byte) *Client {
+	f, err := frames.Decode(data)
+	if err != nil {
+		n.refuse(tr, err.(*frames.Error))
+		return nil
+	}
+	h, ok := f.(*frames.Hello)
+	if !ok {
+		e := frames.Errorf(frames.CodeBadFrame, "the first frame must be hello, got %s", f.FrameType())
+		n.refuse(tr, e)
+		return nil
+	}
+	s, created, e := n.sessionFor(h)
+	if e != nil {
+		e.Ref = h.ID
+		n.refuse(tr, e)
+		return nil
+	}
+	type result struct {
+		c *Client
+		e *frames.Error
+	}
+	reply := make(chan result, 1)
+	if !s.post(func() { c, e := s.attach(h, tr, created); reply <- result{c, e} }) {
+		n.refuse(tr, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", s.id))
+		return nil
+	}
+	r := <-reply
+	if r.e != nil {
+		r.e.Ref = h.ID
+		n.refuse(tr, r.e)
+		return nil
+	}
+	return r.c
+}
+
+// refuse answers a hello with an error frame and closes the connection with 1008 (SPEC 3.3).
+func (n *Node) refuse(tr Transport, e *frames.Error) {
+	data, err := frames.Encode(e)
+	if err == nil {
+		tr.Send(data)
+	}
+	n.metrics.errors.WithLabelValues(string(e.Code)).Inc()
+	tr.Close(StatusPolicy, string(e.Code))
+}
+
+// sessionFor finds (or, for an api_key without session_id, creates) the session a hello
+// names, answering every reference the caller may not see exactly as a missing session.
+func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
+	notFound := func() *frames.Error {
+		return frames.Errorf(frames.CodeNotFound, "no session %q", h.SessionID)
+	}
+	unauthorized := func(what string) *frames.Error {
+		return frames.Errorf(frames.CodeUnauthorized, "%s", what)
+	}
+	if h.ResumeToken != "" {
+		if h.SessionID == "" {
+			return nil, false, frames.Errorf(frames.CodeBadFrame, "field session_id is required with resume_token")
+		}
+		if s := n.session(h.SessionID); s != nil {
+			return s, false, nil
+		}
+		if e := n.endedInfo(h.SessionID); e != nil {
+			if slotID, _, ok := parseResumeToken(h.ResumeToken); ok && e.expiredSlots[slotID] {
+				return nil, false, frames.Errorf(frames.CodeResumeExpired, "the resume window of this slot has passed")
+			}
+			return nil, false, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", h.SessionID)
+		}
+		return nil, false, notFound()
+	}
+	if h.SessionID == "" {
+		if h.APIKey == "" {
+			return nil, false, unauthorized("hello needs api_key, or session_id with join_token, api_key or resume_token")
+		}
+		tenant, ok := n.tenantOf(h.APIKey)
+		if !ok {
+			return nil, false, unauthorized("unknown api_key")
+		}
+		s, err := n.CreateSession(tenant)
+		if err != nil {
+			return nil, false, frames.Errorf(frames.CodeInternal, "%v", err)
+		}
+		return s, true, nil
+	}
+	s := n.session(h.SessionID)
+	var tenant, joinToken string
+	var ended bool
+	switch {
+	case s != nil:
+		tenant, joinToken = s.tenant, s.joinToken
+	default:
+		e := n.endedInfo(h.SessionID)
+		if e == nil {
+			if h.APIKey != "" {
+				if _, ok := n.tenantOf(h.APIKey); !ok {
+					return nil, false, unauthorized("unknown api_key")
+				}
+			}
+			return nil, false, notFound()
+		}
+		tenant, joinToken, ended = e.tenant, e.joinToken, true
+	}
+	switch {
+	case h.JoinToken != "":
+		if subtle.ConstantTimeCompare([]byte(h.JoinToken), []byte(joinToken)) != 1 {
+			return nil, false, unauthorized("join_token is not valid for this session")
+		}
+	case h.APIKey != "":
+		t, ok := n.tenantOf(h.APIKey)
+		if !ok {
+			return nil, false, unauthorized("unknown api_key")
+		}
+		if t != tenant {
+			return nil, false, notFound()
+		}
+	default:
+		return nil, false, unauthorized("hello with session_id needs join_token, api_key or resume_token")
+	}
+	if ended {
+		return nil, false, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", h.SessionID)
+	}
+	return s, false, nil
+}
+
+// attach attaches a hello's connection to a new slot, or resumes one (SPEC 3, 10).
+func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, *frames.Error) {
+	if s.ended {
+		return nil, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", s.id)
+	}
+	if h.ResumeToken != "" {
+		return s.resume(h, tr)
+	}
+	switch h.Role {
+	case frames.RoleCaller:
+		if s.caller != nil || s.agent != nil {
+			return nil, frames.Errorf(frames.CodeForbidden, "the session already has a caller or a text agent")
+		}
+	case frames.RoleAgent:
+		if s.agent != nil || s.caller != nil {
+			return nil, frames.Errorf(frames.CodeForbidden, "the session already has a text agent or a caller")
+		}
+	}
+	s.orders++
+	sl := &Slot{id: "sl" + randomID(10), role: h.Role, order: s.orders,
+		out: newOutbox(s.node.cfg.Limits.OutboxFrames, s.node.cfg.Limits.OutboxBytes)}
+	s.slots[sl.id] = sl
+	switch h.Role {
+	case frames.RoleCaller:
+		s.caller = sl
+	case frames.RoleAgent:
+		s.agent = sl
+		s.text = newTextAgent(s, sl)
+	}
+	c := s.connect(sl, tr, created)
+	if len(h.Tools) > 0 {
+		s.declare(sl, h.ID, h.Tools)
+	}
+	return c, nil
+}
+
+// connect gives slot sl the connection tr: a fresh resume token, and the welcome.
+func (s *Session) connect(sl *Slot, tr Transport, created bool) *Client {
+	lim := &s.node.cfg.Limits
+	c := &Client{session: s, slot: sl, tr: tr, connID: "conn_" + randomID(16), role: sl.role,
+		limiter: rate.NewLimiter(rate.Limit(lim.FramesPerSecond), lim.FrameBurst)}
+	token, hash := newResumeToken(sl.id)
+	sl.tokenHash = hash
+	sl.client = c
+	if sl.expiry != nil {
+		sl.expiry.Stop()
+		sl.expiry = nil
+	}
+	s.stopIdle()
+	s.node.metrics.connections.Inc()
+	w := &frames.Welcome{SessionID: s.id, ConnectionID: c.connID, ResumeToken: token,
+		ResumeWindowMS: s.node.cfg.ResumeWindow.Milliseconds(), HeartbeatMS: s.node.cfg.Heartbeat.Milliseconds(),
+		ServerTimeMS: time.Now().UnixMilli()}
+	if created {
+		w.JoinToken = s.joinToken
+	}
+	data, _ := frames.Encode(w)
+	tr.Send(data)
+	return c
+}
+
+// resume takes over a slot with a resume token (SPEC 10): the token rotates, the old
+// connection (if still open) is closed with 1008 `resumed`, every frame after last_seq is
+// replayed in order, then tool_deferred_resume lists the slot's deferred jobs, then the tools
+// of the hello are declared.
+func (s *Session) resume(h *frames.Hello, tr Transport) (*Client, *frames.Error) {
+	slotID, secret, ok := parseResumeToken(h.ResumeToken)
+	if !ok {
+		return nil, frames.Errorf(frames.CodeResumeInvalid, "resume_token is not valid")
+	}
+	if s.expired[slotID] {
+		return nil, frames.Errorf(frames.CodeResumeExpired, "the resume window of this slot has passed")
+	}
+	sl := s.slots[slotID]
+	if sl == nil {
+		return nil, frames.Errorf(frames.CodeResumeInvalid, "resume_token is not valid")
+	}
+	hash := hashToken(secret)
+	if subtle.ConstantTimeCompare(hash[:], sl.tokenHash[:]) != 1 {
+		return nil, frames.Errorf(frames.CodeResumeInvalid, "resume_token was already used or is not valid")
+	}
+	replay, ok := sl.out.since(h.LastSeq)
+	if !ok {
+		return nil, frames.Errorf(frames.CodeResumeInvalid, "frames lost: last_seq %d is older than what the outbox still holds", h.LastSeq)
+	}
+	if old := sl.client; old != nil {
+		old.closed.Store(true)
+		old.tr.Close(StatusPolicy, "resumed")
+		s.node.metrics.connections.Dec()
+		sl.client = nil
+	}
+	c := s.connect(sl, tr, false)
+	for _, f := range replay {
+		tr.Send(f.data)
+	}
+	sl.sent = sl.out.last()
+	s.record(jobs.KindResume, map[string]any{"slot": sl.id, "role": string(sl.role), "connection_id": c.connID,
+		"last_seq": h.LastSeq, "replayed": len(replay)})
+	if sl.declared {
+		s.send(sl, &frames.ToolDeferredResume{Jobs: s.deferredJobsOf(sl)})
+	}
+	if len(h.Tools) > 0 {
+		s.declare(sl, h.ID, h.Tools)
+	}
+	return c, nil
+}
+
+// deferredJobsOf lists the open deferred jobs a slot serves.
+func (s *Session) deferredJobsOf(sl *Slot) []frames.ResumedJob {
+	open, err := s.engine().OpenJobs(s.ctx(), s.tenant, s.id)
+	if err != nil {
+		s.node.log.Error("broker: listing jobs for tool_deferred_resume", "session", s.id, "err", err)
+	}
+	out := []frames.ResumedJob{}
+	for _, j := range open {
+		if j.Slot != sl.id || j.State != jobs.Deferred {
+			continue
+		}
+		rj := frames.ResumedJob{CallID: j.CallID, Handle: j.Handle, Name: j.Tool.Name, Arguments: j.Arguments,
+			StatusLabel: j.StatusLabel, State: j.State, DeadlineMS: j.DeadlineMS}
+		if len(rj.Arguments) == 0 {
+			rj.Arguments = []byte("{}")
+		}
+		if ia := j.Interaction; ia != nil {
+			rj.OpenInteraction = &frames.Interaction{ID: ia.ID, Prompt: ia.Prompt, Options: ia.Options}
+		}
+		out = append(out, rj)
+	}
+	return out
+}
+
+// dropped detaches a slot whose connection is gone and starts its resume window (SPEC 10).
+func (s *Session) dropped(c *Client) {
+	sl := c.slot
+	if s.ended || sl.client != c {
+		return
+	}
+	sl.client = nil
+	s.node.metrics.connections.Dec()
+	s.record(jobs.KindDisconnect, map[string]any{"slot": sl.id, "role": string(sl.role), "connection_id": c.connID})
+	sl.expiry = s.after(s.node.cfg.ResumeWindow, func() { s.expireSlot(sl) })
+	s.armIdle()
+}
+
+// expireSlot closes a slot whose resume window ran out: the jobs it served are cancelled with
+// reason discard and its tools are withdrawn (SPEC 10).
+func (s *Session) expireSlot(sl *Slot) {
+	if s.ended || sl.client != nil || sl.expired {
+		return
+	}
+	sl.expired = true
+	sl.expiry = nil
+	s.expired[sl.id] = true
+	delete(s.slots, sl.id)
+	switch sl {
+	case s.caller:
+		s.caller = nil
+	case s.agent:
+		s.agent = nil
+		if s.text != nil {
+			s.text.ending()
+			s.text = nil
+		}
+	}
+	open, err := s.engine().OpenJobs(s.ctx(), s.tenant, s.id)
+	if err != nil {
+		s.node.log.Error("broker: listing jobs of an expired slot", "session", s.id, "err", err)
+	}
+	for _, j := range open {
+		if j.Slot == sl.id {
+			if _, _, err := s.engine().Cancel(s.ctx(), s.addr(j.CallID), frames.CancelDiscard); err != nil {
+				s.node.log.Error("broker: discarding a job of an expired slot", "call_id", j.CallID, "err", err)
+			}
+		}
+	}
+	s.record(jobs.KindNotice, map[string]any{"text": "slot expired", "slot": sl.id, "role": string(sl.role)})
+}

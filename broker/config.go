@@ -1,0 +1,119 @@
+package broker
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// Config configures a Node. The zero value of a field means its documented default.
+type Config struct {
+	// APIKeys maps an API key to its tenant (SPEC 3.5).
+	APIKeys map[string]string
+	// ResumeWindow is how long a dropped slot waits for its connection to come back, and how
+	// long a session with nothing attached lives on (SPEC 10; default 2 min).
+	ResumeWindow time.Duration
+	// Heartbeat is the WebSocket ping interval (default 15 s); two missed pongs drop the transport.
+	Heartbeat time.Duration
+	// BackgroundAfter is when a text agent's unfinished call goes to the background (default 2 s).
+	BackgroundAfter time.Duration
+	// Limits are the limits of SPEC 2.
+	Limits Limits
+	// PublicURL is the base URL clients reach the broker at, for caller_url (default: taken
+	// from each request's Host).
+	PublicURL string
+	// Logger receives the broker's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Limits are the limits of SPEC 2 (all configurable).
+type Limits struct {
+	MaxFrameBytes   int     // default 1 MiB
+	MaxPayloadBytes int     // arguments / output; default 512 KiB
+	MaxTools        int     // per session; default 64
+	MaxOpenJobs     int     // per session; default 256
+	FramesPerSecond float64 // sustained, per connection; default 100
+	FrameBurst      int     // default 200
+	OutboxFrames    int     // per slot; default 1000
+	OutboxBytes     int     // per slot; default 16 MiB
+	SendQueueBytes  int     // per connection, before it is closed as a slow consumer; default 8 MiB
+	MaxViolations   int     // limit violations in a row before the connection is closed with 1008; default 100
+}
+
+func (c *Config) setDefaults() {
+	if c.ResumeWindow <= 0 {
+		c.ResumeWindow = 2 * time.Minute
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.BackgroundAfter <= 0 {
+		c.BackgroundAfter = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	l := &c.Limits
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxFrameBytes, 1<<20)
+	def(&l.MaxPayloadBytes, 512<<10)
+	def(&l.MaxTools, 64)
+	def(&l.MaxOpenJobs, 256)
+	def(&l.FrameBurst, 200)
+	def(&l.OutboxFrames, 1000)
+	def(&l.OutboxBytes, 16<<20)
+	def(&l.SendQueueBytes, 8<<20)
+	def(&l.MaxViolations, 100)
+	if l.FramesPerSecond <= 0 {
+		l.FramesPerSecond = 100
+	}
+}
+
+// ParseAPIKeys parses `tenant=key,tenant2=key2` (SPEC 18) into a key → tenant map.
+func ParseAPIKeys(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		tenant, key, ok := strings.Cut(part, "=")
+		tenant, key = strings.TrimSpace(tenant), strings.TrimSpace(key)
+		if !ok || tenant == "" || key == "" {
+			return nil, fmt.Errorf("api keys: %q is not tenant=key", part)
+		}
+		if strings.ContainsAny(tenant, "{}:") {
+			return nil, fmt.Errorf("api keys: tenant name %q may not contain '{', '}' or ':'", tenant)
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("api keys: the key of tenant %q is used twice", tenant)
+		}
+		out[key] = tenant
+	}
+	return out, nil
+}
+
+// tenants lists the tenants of the configured keys.
+func (c *Config) tenants() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range c.APIKeys {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// engineOptions are the job engine options the broker needs.
+func engineOptions(c *Config, onChange func(jobs.Change)) jobs.Options {
+	return jobs.Options{Tenants: c.tenants(), OnChange: onChange, Logger: c.Logger}
+}

@@ -1,0 +1,188 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// declare applies a tools.declare (or the tools of a hello): the slot's tool set is replaced
+// as a whole, or nothing changes (SPEC 4).
+func (s *Session) declare(sl *Slot, ref string, decls []frames.ToolDecl) {
+	tools, names, e := compileTools(decls)
+	if e != nil {
+		s.sendError(sl, ref, e)
+		return
+	}
+	distinct := map[string]bool{}
+	for _, other := range s.slots {
+		if other == sl {
+			continue
+		}
+		for n := range other.tools {
+			distinct[n] = true
+		}
+	}
+	for n := range tools {
+		distinct[n] = true
+	}
+	if max := s.node.cfg.Limits.MaxTools; len(distinct) > max {
+		s.sendError(sl, ref, frames.Errorf(frames.CodeLimitExceeded, "%d tools in this session is over the limit of %d", len(distinct), max))
+		return
+	}
+	sl.tools = tools
+	sl.declared = true
+	s.send(sl, &frames.ToolsDeclared{Reply: frames.Reply{Ref: ref}, Names: names})
+}
+
+// route finds the slot a new call of tool name goes to: the latest slot that still declares it,
+// attached or resumable (SPEC 1, 4).
+func (s *Session) route(name string) (*Slot, *Tool) {
+	var best *Slot
+	for _, sl := range s.slots {
+		if sl.expired || sl.tools[name] == nil {
+			continue
+		}
+		if best == nil || sl.order > best.order {
+			best = sl
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	return best, best.tools[name]
+}
+
+// dispatch sends a pending job's tool_call to its slot and remembers where it went.
+func (s *Session) dispatch(sl *Slot, t *Tool, j *jobs.Job) {
+	args := j.Arguments
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	seq := s.send(sl, &frames.ToolCall{CallID: j.CallID, Name: t.Decl.Name, Arguments: args,
+		Deferred: t.Job.Deferred, TimeoutMS: t.timeoutMS(), SessionID: s.id})
+	s.callSeq[j.CallID] = callOut{slot: sl.id, seq: seq}
+}
+
+// jobAddr turns the call_id/handle pair of a host frame into an address.
+func (s *Session) jobAddr(callID, handle string) jobs.Addr {
+	return jobs.Addr{Tenant: s.tenant, SessionID: s.id, CallID: callID, Handle: handle}
+}
+
+// jobError maps an engine error to the error frame of SPEC 2.1.
+func jobError(err error, callID, handle string) *frames.Error {
+	var e *frames.Error
+	switch {
+	case errors.Is(err, jobs.ErrUnknownCall):
+		e = frames.Errorf(frames.CodeUnknownCall, "no job of this session is %s", describeRef(callID, handle))
+	case errors.Is(err, jobs.ErrCallFinished):
+		e = frames.Errorf(frames.CodeCallFinished, "the job %s has finished", describeRef(callID, handle))
+	case errors.Is(err, jobs.ErrCallNotPending):
+		e = frames.Errorf(frames.CodeCallNotPending, "the job %s is not running", describeRef(callID, handle))
+	default:
+		e = frames.Errorf(frames.CodeInternal, "the job store failed; try again")
+		e.Retryable = true
+	}
+	e.CallID, e.Handle = callID, handle
+	return e
+}
+
+func describeRef(callID, handle string) string {
+	if handle != "" {
+		return fmt.Sprintf("with handle %q", handle)
+	}
+	return fmt.Sprintf("with call_id %q", callID)
+}
+
+// deferCall answers tool_deferred with tool_deferred_ack (SPEC 6).
+func (s *Session) deferCall(sl *Slot, f *frames.ToolDeferred) {
+	ack, err := s.engine().Defer(s.ctx(), s.jobAddr(f.CallID, ""), f.Handle, f.StatusLabel)
+	if err != nil {
+		s.sendError(sl, f.ID, jobError(err, f.CallID, ""))
+		return
+	}
+	ack.Ref = f.ID
+	s.send(sl, &ack)
+}
+
+// progress applies tool_progress: answered with nothing on success (SPEC 7).
+func (s *Session) progress(sl *Slot, f *frames.ToolProgress) {
+	if err := s.engine().Progress(s.ctx(), s.jobAddr(f.CallID, f.Handle), f.Note); err != nil {
+		s.sendError(sl, f.ID, jobError(err, f.CallID, f.Handle))
+	}
+}
+
+// partial applies tool_partial_result: answered with nothing on success (SPEC 7, 9).
+func (s *Session) partial(sl *Slot, f *frames.ToolPartialResult) {
+	p := jobs.Partial{Segment: f.Segment, Reply: f.Reply, Phase: f.Phase}
+	if ia := f.Interaction; ia != nil {
+		p.Interaction = &jobs.Interaction{ID: ia.ID, Prompt: ia.Prompt, Options: ia.Options}
+	}
+	if _, err := s.engine().PartialResult(s.ctx(), s.jobAddr(f.CallID, f.Handle), p); err != nil {
+		s.sendError(sl, f.ID, jobError(err, f.CallID, f.Handle))
+	}
+}
+
+// result applies tool_result (SPEC 5); a late one is answered with call_finished.
+func (s *Session) result(sl *Slot, f *frames.ToolResult) {
+	lim := s.node.cfg.Limits.MaxPayloadBytes
+	if len(f.Output) > lim {
+		s.sendError(sl, f.ID, frames.Errorf(frames.CodeLimitExceeded, "output of %d bytes is over the limit of %d bytes", len(f.Output), lim))
+		return
+	}
+	isError := f.Error != ""
+	if _, err := s.engine().Result(s.ctx(), s.jobAddr(f.CallID, f.Handle), f.Output, f.Error, isError); err != nil {
+		s.sendError(sl, f.ID, jobError(err, f.CallID, f.Handle))
+	}
+}
+
+// jobCancel answers job.cancel with job.cancel_result; the reason follows the sender's role
+// (SPEC 11).
+func (s *Session) jobCancel(sl *Slot, f *frames.JobCancel) {
+	reason := frames.CancelHostRequest
+	switch sl.role {
+	case frames.RoleCaller:
+		reason = frames.CancelCallerRequest
+	case frames.RoleAgent:
+		reason = frames.CancelAgentRequest
+	}
+	res, j, err := s.engine().Cancel(s.ctx(), s.jobAddr(f.CallID, f.Handle), reason)
+	if err != nil {
+		s.sendError(sl, f.ID, jobError(err, f.CallID, f.Handle))
+		return
+	}
+	out := &frames.JobCancelResult{Reply: frames.Reply{Ref: f.ID}, Result: res}
+	if j != nil {
+		out.CallID, out.Handle = j.CallID, j.Handle
+	}
+	s.send(sl, out)
+}
+
+// interactionUpdate answers tool_interaction_update with its deterministic ack (SPEC 9).
+func (s *Session) interactionUpdate(sl *Slot, f *frames.ToolInteractionUpdate) {
+	a := s.jobAddr(f.CallID, f.Handle)
+	res, err := s.engine().UpdateInteraction(s.ctx(), a, f.InteractionID, f.State)
+	if err != nil {
+		s.sendError(sl, f.ID, jobError(err, f.CallID, f.Handle))
+		return
+	}
+	ack := &frames.ToolInteractionUpdateAck{Reply: frames.Reply{Ref: f.ID}, InteractionID: f.InteractionID, State: f.State, Result: res}
+	if j, err := s.engine().Lookup(s.ctx(), a); err == nil {
+		ack.CallID, ack.Handle = j.CallID, j.Handle
+	}
+	s.send(sl, ack)
+}
+
+// inject asks the agent to take a turn (SPEC 8). Voice sessions come with the voice issue; a
+// session without a voice agent rejects it.
+func (s *Session) inject(sl *Slot, f *frames.Inject) {
+	e := frames.Errorf(frames.CodeInjectRejected, "this session has no voice agent to speak the inject")
+	s.sendError(sl, f.ID, e)
+}
+
+// callerText is a caller turn given as text (SPEC 17); it needs the voice agent.
+func (s *Session) callerText(sl *Slot, f *frames.CallerText) {
+	s.send(sl, &frames.Transcript{Role: frames.RoleCaller, Text: f.Text, Final: true})
+}

@@ -1,0 +1,235 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// HTTP answers every error with the body { "code", "message" } and a code of SPEC 2.1.
+func httpError(w http.ResponseWriter, status int, code frames.Code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"code": string(code), "message": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// bearer returns the token of an Authorization: Bearer header.
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// Handler returns the broker's HTTP API (SPEC 3, 16) with ws mounted at /v1/ws and extra
+// routes (the AsyncAPI document, pages) added by the caller through mux.
+func (n *Node) Handler(ws http.Handler, extra func(mux *http.ServeMux)) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sessions", n.createSession)
+	mux.HandleFunc("GET /v1/sessions/{id}/timeline", n.timeline)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", n.ready)
+	mux.Handle("GET /metrics", n.metrics.handler())
+	if ws != nil {
+		mux.Handle("/v1/ws", ws)
+	}
+	if extra != nil {
+		extra(mux)
+	}
+	return mux
+}
+
+// sessionRequest is the body of POST /v1/sessions (SPEC 3.1).
+type sessionRequest struct {
+	Model    *ModelConfig   `json:"model,omitempty"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// ModelConfig chooses a voice session's model (SPEC 3.1).
+type ModelConfig struct {
+	Kind         string `json:"kind"`
+	Instructions string `json:"instructions,omitempty"`
+	Voice        string `json:"voice,omitempty"`
+}
+
+// createSession is POST /v1/sessions.
+func (n *Node) createSession(w http.ResponseWriter, r *http.Request) {
+	tenant, ok := n.tenantOf(bearer(r))
+	if !ok {
+		httpError(w, http.StatusUnauthorized, frames.CodeUnauthorized, "a valid API key is required: Authorization: Bearer KEY")
+		return
+	}
+	var req sessionRequest
+	body := http.MaxBytesReader(w, r.Body, int64(n.cfg.Limits.MaxFrameBytes))
+	raw := new(bytes.Buffer)
+	if _, err := raw.ReadFrom(body); err != nil {
+		httpError(w, http.StatusBadRequest, frames.CodeBadFrame, "the body could not be read: "+err.Error())
+		return
+	}
+	if len(bytes.TrimSpace(raw.Bytes())) > 0 {
+		dec := json.NewDecoder(raw)
+		if err := dec.Decode(&req); err != nil {
+			httpError(w, http.StatusBadRequest, frames.CodeBadFrame, "the body must be a JSON object {model?, metadata?}: "+err.Error())
+			return
+		}
+	}
+	if m := req.Model; m != nil && m.Kind != "" && m.Kind != "scripted" && m.Kind != "openai" {
+		httpError(w, http.StatusBadRequest, frames.CodeBadFrame, `field model.kind must be one of scripted, openai`)
+		return
+	}
+	s, err := n.CreateSession(tenant)
+	if err != nil {
+		httpError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"session_id":       s.id,
+		"join_token":       s.joinToken,
+		"caller_url":       n.callerURL(r, s),
+		"resume_window_ms": n.cfg.ResumeWindow.Milliseconds(),
+	})
+}
+
+// callerURL is the page a caller opens to join the session.
+func (n *Node) callerURL(r *http.Request, s *Session) string {
+	base := n.cfg.PublicURL
+	if base == "" {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + r.Host
+	}
+	q := url.Values{"session": {s.id}, "token": {s.joinToken}}
+	return strings.TrimRight(base, "/") + "/?" + q.Encode()
+}
+
+// authorizeSession checks a request for a session resource: an API key of the session's tenant
+// or the session's join token. It writes the error and returns false when the request may not
+// see it (a session of another tenant answers exactly as a missing one).
+func (n *Node) authorizeSession(w http.ResponseWriter, r *http.Request, id string) (tenant string, ok bool) {
+	tok := bearer(r)
+	keyTenant, isKey := n.tenantOf(tok)
+	var sTenant, joinToken string
+	if s := n.session(id); s != nil {
+		sTenant, joinToken = s.tenant, s.joinToken
+	} else if e := n.endedInfo(id); e != nil {
+		sTenant, joinToken = e.tenant, e.joinToken
+	}
+	switch {
+	case isKey:
+		if sTenant == "" || sTenant != keyTenant {
+			httpError(w, http.StatusNotFound, frames.CodeNotFound, "no session "+id)
+			return "", false
+		}
+		return sTenant, true
+	case tok != "" && joinToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(joinToken)) == 1:
+		return sTenant, true
+	}
+	httpError(w, http.StatusUnauthorized, frames.CodeUnauthorized, "an API key of the session's tenant or its join token is required")
+	return "", false
+}
+
+// timeline is GET /v1/sessions/{id}/timeline and its ?follow=1 stream (SPEC 16).
+func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	tenant, ok := n.authorizeSession(w, r, id)
+	if !ok {
+		return
+	}
+	entries, err := n.engine.Timeline(r.Context(), tenant, id, 0)
+	if err != nil {
+		httpError(w, http.StatusServiceUnavailable, frames.CodeInternal, "the store is not reachable; try again")
+		return
+	}
+	if entries == nil {
+		entries = []jobs.Entry{}
+	}
+	if r.URL.Query().Get("follow") != "1" {
+		writeJSON(w, http.StatusOK, map[string]any{"session_id": id, "entries": entries})
+		return
+	}
+	n.follow(w, r, tenant, id, entries)
+}
+
+// follow streams a timeline as application/x-ndjson: the existing entries, then each new one
+// as it is appended, until the client goes away, the node shuts down, or the session ended and
+// everything was sent.
+func (n *Node) follow(w http.ResponseWriter, r *http.Request, tenant, id string, first []jobs.Entry) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	sent := 0
+	write := func(es []jobs.Entry) bool {
+		for _, e := range es {
+			if err := enc.Encode(e); err != nil {
+				return false
+			}
+			sent++
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return true
+	}
+	if !write(first) {
+		return
+	}
+	ctx := r.Context()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var endedAt time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		es, err := n.engine.Timeline(ctx, tenant, id, sent)
+		if err != nil {
+			continue
+		}
+		if !write(es) {
+			return
+		}
+		if n.session(id) == nil {
+			if endedAt.IsZero() {
+				endedAt = time.Now()
+			} else if time.Since(endedAt) > time.Second {
+				return // the session ended and its last entries went out
+			}
+		}
+	}
+}
+
+// ready is /readyz: the store must answer.
+func (n *Node) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := n.store.Ping(ctx); err != nil {
+		httpError(w, http.StatusServiceUnavailable, frames.CodeInternal, "store not reachable: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

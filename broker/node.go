@@ -1,0 +1,231 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// Node is one broker process: it owns the live parts of its sessions (slots, outboxes,
+// connections, text-agent state) and runs jobs through a jobs.Engine over a shared store.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	store  jobs.Store
+	engine *jobs.Engine
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	sessions map[string]*Session // live sessions by id
+	ended    map[string]*endedSession
+	closing  bool
+	wg       sync.WaitGroup
+	metrics  *metrics
+}
+
+// endedSession is what a node remembers of an ended session for the retention period: enough
+// to answer a late hello (session_ended / resume_expired) and its timeline's owner.
+type endedSession struct {
+	tenant       string
+	joinToken    string
+	expiredSlots map[string]bool
+	at           time.Time
+}
+
+// NewNode returns a node over store. Run must be called to fire job deadlines.
+func NewNode(cfg Config, store jobs.Store) *Node {
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		store:    store,
+		ctx:      ctx,
+		cancel:   cancel,
+		sessions: make(map[string]*Session),
+		ended:    make(map[string]*endedSession),
+		metrics:  newMetrics(),
+	}
+	n.engine = jobs.NewEngine(store, engineOptions(&n.cfg, n.onChange))
+	return n
+}
+
+// Engine returns the node's job engine.
+func (n *Node) Engine() *jobs.Engine { return n.engine }
+
+// Config returns the node's configuration with defaults applied.
+func (n *Node) Config() Config { return n.cfg }
+
+// Run fires job deadlines and forgets ended sessions after the retention period, until ctx
+// ends or the node shuts down.
+func (n *Node) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-n.ctx.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	go n.sweepEnded(ctx)
+	err := n.engine.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func (n *Node) sweepEnded(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			n.mu.Lock()
+			for id, e := range n.ended {
+				if now.Sub(e.at) > n.engine.Retention() {
+					delete(n.ended, id)
+				}
+			}
+			n.mu.Unlock()
+		}
+	}
+}
+
+// tenantOf authenticates an API key (constant time per key).
+func (n *Node) tenantOf(key string) (string, bool) {
+	if key == "" {
+		return "", false
+	}
+	var tenant string
+	found := 0
+	for k, t := range n.cfg.APIKeys {
+		if subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 {
+			tenant = t
+			found = 1
+		}
+	}
+	return tenant, found == 1
+}
+
+// session returns the live session with id, or nil.
+func (n *Node) session(id string) *Session {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sessions[id]
+}
+
+// endedInfo returns what is remembered of an ended session, or nil.
+func (n *Node) endedInfo(id string) *endedSession {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ended[id]
+}
+
+// CreateSession creates a session of tenant (POST /v1/sessions, or a hello with only an API key).
+func (n *Node) CreateSession(tenant string) (*Session, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closing {
+		return nil, errShuttingDown
+	}
+	s := newSession(n, tenant)
+	n.sessions[s.id] = s
+	n.metrics.sessions.Inc()
+	s.start()
+	return s, nil
+}
+
+var errShuttingDown = errors.New("broker: shutting down")
+
+// forget moves an ended session to the ended list.
+func (n *Node) forget(s *Session, info *endedSession) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sessions[s.id] == s {
+		delete(n.sessions, s.id)
+		n.metrics.sessions.Dec()
+	}
+	n.ended[s.id] = info
+}
+
+// onChange routes a job change to its session's mailbox.
+func (n *Node) onChange(c jobs.Change) {
+	if c.Job == nil {
+		return
+	}
+	s := n.session(c.Job.SessionID)
+	if s == nil || s.tenant != c.Job.Tenant {
+		return
+	}
+	s.mb.post(func() { s.handleChange(c) }, true)
+}
+
+// Shutdown stops the node. With end set (the memory store) it ends every session first
+// (SPEC 3.6: reason ended); otherwise it closes every connection with 1012 and leaves sessions
+// and jobs to live on in the shared store. It returns when every session has been handled or
+// ctx ends.
+func (n *Node) Shutdown(ctx context.Context, end bool) error {
+	n.mu.Lock()
+	n.closing = true
+	live := make([]*Session, 0, len(n.sessions))
+	for _, s := range n.sessions {
+		live = append(live, s)
+	}
+	n.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range live {
+		wg.Add(1)
+		done := func() { wg.Done() }
+		if end {
+			if !s.mb.post(func() { s.end(endEnded); done() }, false) {
+				done()
+			}
+		} else if !s.mb.post(func() { s.detachAll(StatusServiceRestart, "service restart"); done() }, false) {
+			done()
+		}
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	var err error
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	n.cancel()
+	return err
+}
+
+// randomToken returns n random bytes as base64url without padding.
+func randomToken(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// hashToken is how resume tokens are stored (SPEC 10: only as a hash).
+func hashToken(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
+
+// randomID returns n random characters of a-z0-9.
+func randomID(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}

@@ -1,0 +1,228 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// Session is one conversation between a caller and an agent, with its host connections
+// (SPEC 1). Everything a session owns is changed only by its own events, run one at a time by
+// its mailbox, so none of it needs a lock.
+type Session struct {
+	node      *Node
+	id        string
+	tenant    string
+	joinToken string
+	created   time.Time
+	mb        mailbox
+
+	// Owned by the session's events.
+	slots   map[string]*Slot
+	orders  int
+	caller  *Slot
+	agent   *Slot
+	ended   bool
+	idle    *time.Timer     // ends the session when nothing was attached for the resume window
+	expired map[string]bool // ids of slots whose resume window ran out
+	callSeq map[string]callOut
+	text    *textAgent // the text agent's side, once one attached
+	// openJobs counts the session's open jobs made on this node (SPEC 2: 256 at most).
+	openJobs int
+}
+
+// callOut is where a job's tool_call went: the slot and the seq it got there.
+type callOut struct {
+	slot string
+	seq  int64
+}
+
+// end reasons (SPEC 3.6).
+const (
+	endEnded         = frames.EndReasonEnded
+	endHungUp        = frames.EndReasonHungUp
+	endResumeExpired = frames.EndReasonResumeExpired
+)
+
+func newSession(n *Node, tenant string) *Session {
+	return &Session{
+		node:      n,
+		id:        "sess_" + randomID(20),
+		tenant:    tenant,
+		joinToken: "jt_" + randomToken(24),
+		created:   time.Now(),
+		slots:     make(map[string]*Slot),
+		expired:   make(map[string]bool),
+		callSeq:   make(map[string]callOut),
+	}
+}
+
+// ID is the session id.
+func (s *Session) ID() string { return s.id }
+
+// JoinToken is the token that lets further connections attach to the session (SPEC 3.1).
+func (s *Session) JoinToken() string { return s.joinToken }
+
+// Tenant is the session's tenant.
+func (s *Session) Tenant() string { return s.tenant }
+
+// start arms the idle timer of a new session: nothing attached yet (SPEC 10).
+func (s *Session) start() {
+	s.mb.post(func() { s.armIdle() }, false)
+}
+
+func (s *Session) ctx() context.Context { return s.node.ctx }
+
+func (s *Session) engine() *jobs.Engine { return s.node.engine }
+
+// post queues fn as an event of the session; it reports false once the session has ended.
+func (s *Session) post(fn func()) bool { return s.mb.post(fn, false) }
+
+// after runs fn as an event of the session after d. The returned timer may be stopped.
+func (s *Session) after(d time.Duration, fn func()) *time.Timer {
+	return time.AfterFunc(d, func() { s.post(fn) })
+}
+
+// drainChanges handles every job change queued so far, before the event in progress goes on.
+func (s *Session) drainChanges() {
+	for {
+		fn, ok := s.mb.nextChange()
+		if !ok {
+			return
+		}
+		fn()
+	}
+}
+
+// attached reports whether any slot has a connection.
+func (s *Session) attached() bool {
+	for _, sl := range s.slots {
+		if sl.client != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// armIdle starts the resume window of a session with nothing attached (SPEC 10): when it runs
+// out with still nothing attached, the session ends with reason resume_expired.
+func (s *Session) armIdle() {
+	if s.ended || s.attached() || s.idle != nil {
+		return
+	}
+	s.idle = s.after(s.node.cfg.ResumeWindow, func() {
+		s.idle = nil
+		if !s.ended && !s.attached() {
+			s.end(endResumeExpired)
+		}
+	})
+}
+
+func (s *Session) stopIdle() {
+	if s.idle != nil {
+		s.idle.Stop()
+		s.idle = nil
+	}
+}
+
+// record appends session-level timeline entries.
+func (s *Session) record(kind string, detail map[string]any) {
+	if err := s.engine().Record(s.ctx(), s.tenant, s.id, jobs.Entry{Kind: kind, Detail: detail}); err != nil {
+		s.node.log.Warn("broker: timeline entry lost", "session", s.id, "kind", kind, "err", err)
+	}
+}
+
+// send puts a frame in a slot's outbox under the slot's next seq and hands it to the slot's
+// connection, if one is attached. It returns the seq.
+func (s *Session) send(sl *Slot, f frames.Frame) int64 {
+	data, err := frames.Encode(f)
+	if err != nil {
+		s.node.log.Error("broker: encode frame", "type", f.FrameType(), "err", err)
+		data, _ = frames.Encode(frames.Errorf(frames.CodeInternal, "internal error encoding a %s frame", f.FrameType()))
+		f = &frames.Error{}
+	}
+	typ := f.FrameType()
+	of := sl.out.push(func(seq int64) []byte { return withSeq(data, typ, seq) })
+	s.node.metrics.framesOut.Inc()
+	if e, ok := f.(*frames.Error); ok {
+		s.node.metrics.errors.WithLabelValues(string(e.Code)).Inc()
+	}
+	if sl.client != nil {
+		sl.client.tr.Send(of.data)
+		sl.sent = of.seq
+	}
+	return of.seq
+}
+
+// sendError answers a client frame with an error frame (SPEC 2.1).
+func (s *Session) sendError(sl *Slot, ref string, e *frames.Error) {
+	c := *e
+	c.Ref = ref
+	s.send(sl, &c)
+}
+
+// end ends the session (SPEC 3.6): every open job is cancelled with reason discard (their
+// tool_cancel frames go out first), then every connection gets session.ended as its last frame
+// and is closed with 1000, and the timeline gets session_end. Later hellos get session_ended.
+func (s *Session) end(reason frames.EndReason) {
+	if s.ended {
+		return
+	}
+	s.stopIdle()
+	open, err := s.engine().OpenJobs(s.ctx(), s.tenant, s.id)
+	if err != nil {
+		s.node.log.Error("broker: listing open jobs at session end", "session", s.id, "err", err)
+	}
+	for _, j := range open {
+		if _, _, err := s.engine().Cancel(s.ctx(), s.addr(j.CallID), frames.CancelDiscard); err != nil {
+			s.node.log.Error("broker: discarding job at session end", "session", s.id, "call_id", j.CallID, "err", err)
+		}
+	}
+	s.drainChanges()
+	s.ended = true
+	if s.text != nil {
+		s.text.ending()
+	}
+	for _, sl := range s.slots {
+		if sl.expiry != nil {
+			sl.expiry.Stop()
+		}
+		if sl.client != nil {
+			s.send(sl, &frames.SessionEnded{Reason: reason})
+			sl.client.tr.Close(StatusNormal, "session ended")
+			s.node.metrics.connections.Dec()
+			sl.client = nil
+		}
+	}
+	s.record(jobs.KindSessionEnd, map[string]any{"reason": string(reason)})
+	expired := make(map[string]bool, len(s.expired))
+	for id := range s.expired {
+		expired[id] = true
+	}
+	s.node.forget(s, &endedSession{tenant: s.tenant, joinToken: s.joinToken, expiredSlots: expired, at: time.Now()})
+	s.mb.close()
+}
+
+// detachAll closes every connection with code and leaves the session to live on in the
+// shared store (shutdown with the Redis store: SPEC 18).
+func (s *Session) detachAll(code int, reason string) {
+	s.stopIdle()
+	for _, sl := range s.slots {
+		if sl.expiry != nil {
+			sl.expiry.Stop()
+		}
+		if sl.client != nil {
+			sl.client.tr.Close(code, reason)
+			s.node.metrics.connections.Dec()
+			sl.client = nil
+		}
+	}
+	s.mb.close()
+}
+
+// addr addresses a job of this session by call id.
+func (s *Session) addr(callID string) jobs.Addr {
+	return jobs.Addr{Tenant: s.tenant, SessionID: s.id, CallID: callID}
+}

@@ -1,0 +1,171 @@
+package textagent
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// Env is what the agent-role protocol needs from its session. Every method is called from the
+// session's own event loop, and so are the functions After schedules.
+type Env interface {
+	// Now is the time.
+	Now() time.Time
+	// After runs fn on the session's event loop after d; stop cancels it.
+	After(d time.Duration, fn func()) (stop func())
+	// Send sends a frame to the text agent.
+	Send(f frames.Frame)
+	// StartCall starts a call of a host tool, or of a local call (Local set): it creates the
+	// job and dispatches it. A non-empty errText answers the call at once with that error.
+	StartCall(r CallRequest) (brokerID, errText string)
+	// LocalResult reports the outcome of a local call.
+	LocalResult(brokerID string, output json.RawMessage, errText string, isError bool) error
+	// CancelCall cancels a job (its tool_cancel, agent.local_cancel and cascade follow).
+	CancelCall(brokerID string, reason frames.CancelReason) (frames.CancelResult, error)
+	// AnswerInteraction closes an interaction of a job with the agent's answer.
+	AnswerInteraction(brokerID, interactionID, option, text string) (frames.InteractionUpdateResult, error)
+	// Notice records a notice on the session's timeline.
+	Notice(text string, detail map[string]any)
+}
+
+// CallRequest is a call the agent made of a host tool (or a local call).
+type CallRequest struct {
+	ConversationID string
+	CallID         string // the agent's own id
+	Name           string
+	Arguments      json.RawMessage
+	Local          bool
+	// ParentCallID is the broker call id of the call that stands for the sub-agent of the
+	// conversation (or of its nearest ancestor that has one): the job's parent (SPEC 11).
+	ParentCallID string
+}
+
+// Outcome is how a job ended, as its conversation learns it.
+type Outcome struct {
+	State    jobs.State
+	Output   json.RawMessage
+	Error    string
+	Duration time.Duration // from the call to its end
+}
+
+// Options configure an Agent.
+type Options struct {
+	// BackgroundAfter is when an unfinished call goes to the background (SPEC 13; default 2 s).
+	BackgroundAfter time.Duration
+	// MinWaitMinutes and MaxWaitMinutes clamp `wait {timeout_minutes}` (default 5 and 1440).
+	MinWaitMinutes, MaxWaitMinutes int
+}
+
+// RootConversation is the id of every session's root conversation (SPEC 13).
+const RootConversation = "root"
+
+// Agent is the state of a session's text agent (SPEC 13): its conversations, its calls and
+// their results, the waits, the prompt queues and the status rules. It does no I/O itself: it
+// acts through its Env and is driven by the session's event loop.
+type Agent struct {
+	env   Env
+	opts  Options
+	convs map[string]*conversation
+	jobs  map[string]*call // by broker call id
+	open  map[string]*openInteraction
+	seq   int
+}
+
+// New returns the text-agent state of a session with its root conversation.
+func New(env Env, opts Options) *Agent {
+	if opts.BackgroundAfter <= 0 {
+		opts.BackgroundAfter = 2 * time.Second
+	}
+	if opts.MinWaitMinutes <= 0 {
+		opts.MinWaitMinutes = 5
+	}
+	if opts.MaxWaitMinutes <= 0 {
+		opts.MaxWaitMinutes = 1440
+	}
+	a := &Agent{env: env, opts: opts, convs: make(map[string]*conversation), jobs: make(map[string]*call), open: make(map[string]*openInteraction)}
+	a.convs[RootConversation] = newConversation(RootConversation, nil, nil)
+	return a
+}
+
+// nextID mints an id with prefix, unique within the session.
+func (a *Agent) nextID(prefix string) string {
+	a.seq++
+	return prefix + itoa(a.seq) + "_" + randomSuffix()
+}
+
+// Handle runs one frame from the text agent.
+func (a *Agent) Handle(f frames.Frame) {
+	switch f := f.(type) {
+	case *frames.AgentToolCall:
+		a.toolCall(f)
+	case *frames.AgentTurnStart:
+		if c := a.conversation(f.ConversationID, f.ID); c != nil {
+			c.inTurn = true
+		}
+	case *frames.AgentTurnEnd:
+		if c := a.conversation(f.ConversationID, f.ID); c != nil {
+			c.inTurn = false
+			a.flush(c)
+		}
+	case *frames.AgentMessage:
+		a.message(f)
+	case *frames.AgentLocalResult:
+		a.localResult(f)
+	case *frames.AgentInteractionAnswer:
+		a.interactionAnswer(f)
+	case *frames.AgentFinal:
+		a.final(f)
+	case *frames.ConversationCreate:
+		a.createConversation(f)
+	case *frames.ConversationCancel:
+		a.cancelConversation(f)
+	default:
+		a.sendError(refOf(f), frames.Errorf(frames.CodeBadFrame, "%s is not a text-agent frame", f.FrameType()))
+	}
+}
+
+// conversation returns a live conversation, or answers the frame with not_found.
+func (a *Agent) conversation(id, ref string) *conversation {
+	c := a.convs[id]
+	if c == nil {
+		a.sendError(ref, frames.Errorf(frames.CodeNotFound, "no conversation %q", id))
+		return nil
+	}
+	return c
+}
+
+func (a *Agent) sendError(ref string, e *frames.Error) {
+	e.Ref = ref
+	a.env.Send(e)
+}
+
+func refOf(f frames.Frame) string {
+	if r, ok := f.(interface{ RequestID() string }); ok {
+		return r.RequestID()
+	}
+	return ""
+}
+
+// result sends an agent.tool_result for call id of content.
+func (a *Agent) result(id string, c Content) {
+	kind := frames.ResultKindResult
+	if c.IsError() {
+		kind = frames.ResultKindError
+	}
+	a.env.Send(&frames.AgentToolResult{CallID: id, Kind: kind, Content: c.String()})
+}
+
+// Ending forgets everything at the end of the session or of the agent's slot: timers stop,
+// waits are abandoned.
+func (a *Agent) Ending() {
+	for _, c := range a.convs {
+		for _, k := range c.calls {
+			k.stopTimer()
+		}
+		if c.timed != nil {
+			c.timed.stop()
+		}
+	}
+}

@@ -1,0 +1,42 @@
+// Command backchannel is the one binary of Backchannel: `serve` runs the broker, `bench`
+// measures it, and `verify-permission` judges permission replies with the default verifier.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "verify-permission":
+		err = verifyPermission(os.Args[2:])
+	case "help", "-h", "--help":
+		usage()
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "backchannel: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "backchannel %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage: backchannel COMMAND [flags]
+
+commands:
+  serve               run the broker (backchannel serve -h for its flags)
+  verify-permission   read {"action","arguments","ask","reply"} JSON lines on stdin, write verdicts
+`)
+}

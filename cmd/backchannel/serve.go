@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/backchannel-io/backchannel/broker"
+	"github.com/backchannel-io/backchannel/broker/ws"
+	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/jobs/memstore"
+	"github.com/backchannel-io/backchannel/jobs/redisstore"
+)
+
+// serveConfig is the configuration of `backchannel serve` (SPEC 18).
+type serveConfig struct {
+	addr            string
+	store           string
+	redisURL        string
+	apiKeys         string
+	model           string
+	openAIURL       string
+	openAIKey       string
+	openAIModel     string
+	resumeWindow    time.Duration
+	backgroundAfter time.Duration
+	nodeID          string
+}
+
+// envOr returns the environment variable's value, or def.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) (time.Duration, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: %v", name, v, err)
+	}
+	return d, nil
+}
+
+func parseServe(args []string) (*serveConfig, error) {
+	c := &serveConfig{}
+	host, _ := os.Hostname()
+	rw, err := envDuration("BACKCHANNEL_RESUME_WINDOW", 2*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	ba, err := envDuration("BACKCHANNEL_BACKGROUND_AFTER", 2*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&c.addr, "addr", envOr("BACKCHANNEL_ADDR", "127.0.0.1:8080"), "HTTP/WebSocket listen address [BACKCHANNEL_ADDR]")
+	fs.StringVar(&c.store, "store", envOr("BACKCHANNEL_STORE", "memory"), "job store: memory or redis [BACKCHANNEL_STORE]")
+	fs.StringVar(&c.redisURL, "redis-url", envOr("BACKCHANNEL_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL, with --store redis [BACKCHANNEL_REDIS_URL]")
+	fs.StringVar(&c.apiKeys, "api-keys", envOr("BACKCHANNEL_API_KEYS", ""), "tenant=key,tenant2=key2; empty on loopback: tenant dev with key dev [BACKCHANNEL_API_KEYS]")
+	fs.StringVar(&c.model, "model", envOr("BACKCHANNEL_MODEL", "scripted"), "default voice model: scripted or openai [BACKCHANNEL_MODEL]")
+	fs.StringVar(&c.openAIURL, "openai-url", envOr("BACKCHANNEL_OPENAI_URL", "wss://api.openai.com/v1/realtime"), "Realtime endpoint for --model openai [BACKCHANNEL_OPENAI_URL]")
+	fs.StringVar(&c.openAIKey, "openai-key", envOr("BACKCHANNEL_OPENAI_KEY", ""), "API key for --model openai [BACKCHANNEL_OPENAI_KEY]")
+	fs.StringVar(&c.openAIModel, "openai-model", envOr("BACKCHANNEL_OPENAI_MODEL", "gpt-realtime"), "model for --model openai [BACKCHANNEL_OPENAI_MODEL]")
+	fs.DurationVar(&c.resumeWindow, "resume-window", rw, "how long a dropped connection's slot waits for a resume [BACKCHANNEL_RESUME_WINDOW]")
+	fs.DurationVar(&c.backgroundAfter, "background-after", ba, "when a text agent's unfinished call goes to the background [BACKCHANNEL_BACKGROUND_AFTER]")
+	fs.StringVar(&c.nodeID, "node-id", envOr("BACKCHANNEL_NODE_ID", fmt.Sprintf("%s-%d", host, os.Getpid())), "this node's name [BACKCHANNEL_NODE_ID]")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	switch c.store {
+	case "memory", "redis":
+	default:
+		return nil, fmt.Errorf("--store %q: want memory or redis", c.store)
+	}
+	switch c.model {
+	case "scripted", "openai":
+	default:
+		return nil, fmt.Errorf("--model %q: want scripted or openai", c.model)
+	}
+	if c.resumeWindow <= 0 || c.backgroundAfter <= 0 {
+		return nil, errors.New("--resume-window and --background-after must be positive")
+	}
+	return c, nil
+}
+
+// isLoopback reports whether a listen address is on loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func serve(args []string) error {
+	c, err := parseServe(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", c.nodeID)
+	keys, err := broker.ParseAPIKeys(c.apiKeys)
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		if !isLoopback(c.addr) {
+			return fmt.Errorf("no --api-keys and --addr %s is not loopback: refusing to start without API keys", c.addr)
+		}
+		keys = map[string]string{"dev": "dev"}
+		fmt.Println("backchannel: no --api-keys given; on loopback, tenant dev has the API key dev")
+	}
+	var store jobs.Store
+	var closeStore func()
+	switch c.store {
+	case "memory":
+		store, closeStore = memstore.New(nil), func() {}
+	case "redis":
+		opts, err := redis.ParseURL(c.redisURL)
+		if err != nil {
+			return fmt.Errorf("--redis-url %q: %v", c.redisURL, err)
+		}
+		rdb := redis.NewClient(opts)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = rdb.Ping(ctx).Err()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("redis at %s is not reachable: %v", c.redisURL, err)
+		}
+		rs, err := redisstore.New(redisstore.Options{Client: rdb})
+		if err != nil {
+			return err
+		}
+		store, closeStore = rs, func() { _ = rs.Close(); _ = rdb.Close() }
+	}
+	defer closeStore()
+
+	node := broker.NewNode(broker.Config{APIKeys: keys, ResumeWindow: c.resumeWindow,
+		BackgroundAfter: c.backgroundAfter, Logger: log}, store)
+	wsh := ws.NewHandler(node, ws.Options{Logger: log})
+	handler := node.Handler(wsh, routes)
+
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %v", c.addr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	go func() {
+		if err := node.Run(runCtx); err != nil {
+			log.Error("deadline scheduler stopped", "err", err)
+		}
+	}()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Printf("backchannel listening on http://%s\n", displayAddr(ln.Addr()))
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %v", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "store", c.store)
+	shutCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// With the memory store nothing outlives the process: every session ends (reason ended).
+	// With Redis the sessions and jobs live on: connections are closed with 1012 to resume
+	// elsewhere.
+	if err := node.Shutdown(shutCtx, c.store == "memory"); err != nil {
+		log.Warn("shutdown did not finish", "err", err)
+	}
+	wsh.CloseAll(broker.StatusServiceRestart, "service restart")
+	_ = srv.Shutdown(shutCtx)
+	cancelRun()
+	time.Sleep(100 * time.Millisecond) // let the last close frames leave
+	return nil
+}
+
+// displayAddr renders the real listen address (the real port when --addr asked for port 0).
+func displayAddr(a net.Addr) string {
+	s := a.String()
+	if strings.HasPrefix(s, "[::]:") {
+		return "127.0.0.1" + s[4:]
+	}
+	return s
+}

@@ -1,0 +1,167 @@
+package permissions
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// vocabulary is what the pending action lets a reply mention: the words of the tool name, the
+// argument names and the string values, and the numbers of the arguments.
+type vocabulary struct {
+	// words holds every word and its stem.
+	words map[string]bool
+	// toolWords are the words of the tool name ("cancel", "subscription").
+	toolWords map[string]bool
+	// numbers holds the canonical numbers of the arguments (see canonicalNumber).
+	numbers map[string]bool
+	// keysOf maps a word of a string value to the argument names that hold it.
+	keysOf map[string][]string
+}
+
+// newVocabulary reads the vocabulary of an action. Arguments that are not JSON leave only the
+// tool name.
+func newVocabulary(a Action) *vocabulary {
+	v := &vocabulary{words: map[string]bool{}, toolWords: map[string]bool{}, numbers: map[string]bool{}, keysOf: map[string][]string{}}
+	for _, w := range nameWords(a.Tool) {
+		v.toolWords[w] = true
+		v.addWord(w)
+	}
+	if len(bytes.TrimSpace(a.Arguments)) == 0 {
+		return v
+	}
+	d := json.NewDecoder(bytes.NewReader(a.Arguments))
+	d.UseNumber()
+	var args any
+	if d.Decode(&args) != nil {
+		return v
+	}
+	v.addValue("", args, 0)
+	return v
+}
+
+// maxDepth bounds how deep newVocabulary walks nested arguments.
+const maxDepth = 16
+
+func (v *vocabulary) addValue(key string, x any, depth int) {
+	if depth > maxDepth {
+		return
+	}
+	switch x := x.(type) {
+	case map[string]any:
+		for k, y := range x {
+			for _, w := range nameWords(k) {
+				v.addWord(w)
+			}
+			v.addValue(k, y, depth+1)
+		}
+	case []any:
+		for _, y := range x {
+			v.addValue(key, y, depth+1)
+		}
+	case json.Number:
+		v.addNumber(canonicalNumber(x.String()))
+	case string:
+		v.addString(key, x)
+	}
+}
+
+// addString adds the words and numbers of a string value, and what a caller may say for them:
+// the month and weekday of an ISO date, the 12-hour form of a time, the words of a currency.
+func (v *vocabulary) addString(key, s string) {
+	u := normalize(s)
+	for _, w := range u.words {
+		v.addWord(w)
+		v.keysOf[w] = append(v.keysOf[w], key)
+	}
+	for _, n := range u.nums {
+		v.addNumber(n.value)
+	}
+	if len(s) >= 10 {
+		if t, err := time.Parse("2006-01-02", s[:10]); err == nil {
+			month := strings.ToLower(t.Month().String())
+			v.addWord(month)
+			v.addWord(month[:3])
+			v.addWord(strings.ToLower(t.Weekday().String()))
+		}
+	}
+	for _, g := range currencyGroups {
+		for _, w := range g {
+			if v.words[w] {
+				for _, x := range g {
+					v.addWord(x)
+				}
+				break
+			}
+		}
+	}
+}
+
+func (v *vocabulary) addWord(w string) {
+	v.words[w] = true
+	v.words[stem(w)] = true
+}
+
+// addNumber adds a number and, for an amount with cents, its whole part and its cents ("82.4":
+// "82" and "40"); for a time, its hour, its 12-hour form and its minutes ("19:30": "19", "7",
+// "7:30", "30"), and the words "pm" and "oclock".
+func (v *vocabulary) addNumber(n string) {
+	v.numbers[n] = true
+	if h, m, ok := strings.Cut(n, ":"); ok {
+		v.numbers[h] = true
+		v.addWord("oclock")
+		v.addWord("pm")
+		if hh := canonicalNumber(h); len(hh) == 2 && hh > "12" && hh < "24" {
+			h12 := canonicalNumber(string(rune(hh[0]-1)) + string(rune(hh[1]-2)))
+			v.numbers[h12] = true
+			v.numbers[h12+":"+m] = true
+		}
+		if m != "00" && m != "0" {
+			v.numbers[canonicalNumber(m)] = true
+		}
+		return
+	}
+	if whole, frac, ok := strings.Cut(n, "."); ok && len(frac) <= 2 {
+		v.numbers[whole] = true
+		for len(frac) < 2 {
+			frac += "0"
+		}
+		v.numbers[canonicalNumber(frac)] = true
+	}
+}
+
+// has reports whether the word w (or its stem) belongs to the action.
+func (v *vocabulary) has(w string) bool {
+	return v.words[w] || v.words[stem(w)]
+}
+
+// nameWords splits an identifier into words: "book_flight", "partySize", "from-account".
+func nameWords(name string) []string {
+	var b strings.Builder
+	prev := rune(0)
+	for _, r := range name {
+		if unicode.IsUpper(r) && unicode.IsLower(prev) {
+			b.WriteRune(' ')
+		}
+		b.WriteRune(r)
+		prev = r
+	}
+	return normalize(b.String()).words
+}
+
+// stem removes one common English ending, and a final "e", so that "booking", "books" and
+// "book", or "scheduled" and "schedule", compare equal.
+func stem(w string) string {
+	for _, suffix := range []string{"ing", "ed", "es", "s"} {
+		if len(w) > len(suffix)+2 && strings.HasSuffix(w, suffix) {
+			w = strings.TrimSuffix(w, suffix)
+			break
+		}
+	}
+	if len(w) > 3 && strings.HasSuffix(w, "e") {
+		w = strings.TrimSuffix(w, "e")
+	}
+	return w
+}
