@@ -36,7 +36,7 @@ func newResumeToken(slotID string) (token string, hash [32]byte) {
 
 // parseResumeToken splits a token into slot id and secret.
 func parseResumeToken(token string) (slotID, secret string, ok bool) {
-	i := strings.LastIndexByte(token, '-')
+	i := strings.IndexByte(token, '-') // slot ids have no dash; the secret may
 	if i <= 0 || i == len(token)-1 {
 		return "", "", false
 	}

@@ -131,9 +131,7 @@ var (
 		"i am fine", "i am okay", "i am ok", "i would rather not", "rather not",
 		"changed my mind", "that is wrong", "wrong", "not approved", "not approve",
 		"do not approve", "not authorized", "do not authorize", "not ok", "not okay",
-		"not fine", "not good", "not correct", "not right", "do not go ahead", "not go ahead",
-		"do not proceed", "do not confirm", "not confirmed", "do not agree", "not agreed",
-		"do not want",
+		"not fine", "not good", "not correct", "not right", "do not want", "i do not",
 	)
 	// negations are the words that make any reply containing them not an approval.
 	negations = wordSet("no not nope nah nay never negative none nothing neither nor nobody")
@@ -171,7 +169,7 @@ var (
 	// reportedPhrases relay someone else's words or wishes, or quote.
 	reportedPhrases = phrases(
 		"said", "say", "says", "saying", "told", "tell", "tells", "telling", "asked", "asks",
-		"wants", "agreed", "agrees", "thinks", "according to", "quote", "unquote", "mentioned",
+		"wants", "thinks", "according to", "quote", "unquote", "mentioned",
 		"claims", "claimed", "he", "she", "they", "his", "her", "hers", "their", "wife",
 		"husband", "boss", "manager", "mom", "mum", "mother", "dad", "father", "parents",
 		"partner", "friend", "son", "daughter", "brother", "sister", "kids", "children",
@@ -247,6 +245,8 @@ var (
 		{"gbp", "pound", "pounds", "quid", "pence"},
 		{"jpy", "yen"},
 	}
+	// sharedCurrencyWords belong to several currencies and do not tell which one is meant.
+	sharedCurrencyWords = wordSet("cent cents")
 	// prepositions introduce a value; what follows them must belong to the action.
 	prepositions = wordSet("to from for at on in with by via into onto")
 	// prepositionSkip may stand between a preposition and its value.

@@ -318,6 +318,16 @@ func (u *utterance) firstClause() (from, to int) {
 	return 0, to
 }
 
+// has reports whether w is one of the words.
+func (u *utterance) has(w string) bool {
+	for _, x := range u.words {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
 // clauseStart reports whether word i begins its clause.
 func (u *utterance) clauseStart(i int) bool {
 	return i == 0 || u.clause[i] != u.clause[i-1]

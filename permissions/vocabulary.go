@@ -3,6 +3,7 @@ package permissions
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -71,7 +72,7 @@ func (v *vocabulary) addValue(key string, x any, depth int) {
 // addString adds the words and numbers of a string value, and what a caller may say for them:
 // the month and weekday of an ISO date, the 12-hour form of a time, the words of a currency.
 func (v *vocabulary) addString(key, s string) {
-	u := normalize(s)
+	u := normalize(notBracketed.Replace(s)) // in a value, "(555)" is not a noise annotation
 	for _, w := range u.words {
 		v.addWord(w)
 		v.keysOf[w] = append(v.keysOf[w], key)
@@ -89,7 +90,7 @@ func (v *vocabulary) addString(key, s string) {
 	}
 	for _, g := range currencyGroups {
 		for _, w := range g {
-			if v.words[w] {
+			if u.has(w) && !sharedCurrencyWords[w] {
 				for _, x := range g {
 					v.addWord(x)
 				}
@@ -98,6 +99,8 @@ func (v *vocabulary) addString(key, s string) {
 		}
 	}
 }
+
+var notBracketed = strings.NewReplacer("[", " ", "]", " ", "(", " ", ")", " ", "<", " ", ">", " ", "*", " ")
 
 func (v *vocabulary) addWord(w string) {
 	v.words[w] = true
@@ -113,8 +116,8 @@ func (v *vocabulary) addNumber(n string) {
 		v.numbers[h] = true
 		v.addWord("oclock")
 		v.addWord("pm")
-		if hh := canonicalNumber(h); len(hh) == 2 && hh > "12" && hh < "24" {
-			h12 := canonicalNumber(string(rune(hh[0]-1)) + string(rune(hh[1]-2)))
+		if hour, err := strconv.Atoi(h); err == nil && hour > 12 && hour < 24 {
+			h12 := strconv.Itoa(hour - 12)
 			v.numbers[h12] = true
 			v.numbers[h12+":"+m] = true
 		}

@@ -107,7 +107,7 @@ func (a *Agent) toBackground(k *call) {
 		return
 	}
 	k.background = true
-	a.result(k.id, Placeholder(k.id))
+	a.env.Send(&frames.AgentToolResult{CallID: k.id, Kind: frames.ResultKindBackgroundPlaceholder, Content: Placeholder(k.id).String()})
 }
 
 // Deferred reports that the host deferred a job: its call goes to the background at once.

@@ -66,7 +66,7 @@ func (a *Agent) enqueue(c *conversation, p *prompt) {
 	p.id = a.nextID("pr_")
 	c.queue = append(c.queue, p)
 	if p.activating {
-		a.interruptWaits(c)
+		a.interruptWaits(c, p)
 	}
 	a.flush(c)
 }
@@ -86,15 +86,26 @@ func (a *Agent) flush(c *conversation) {
 	}
 }
 
-// activatingPending reports whether input that interrupts waits is queued (SPEC 13: input is
-// pending until it is delivered as a prompt).
-func (c *conversation) activatingPending() bool {
+// activatingPending reports whether input that interrupts a wait for target is queued (SPEC
+// 13: input is pending until it is delivered as a prompt). target is the call of an exact wait,
+// nil for a bare wait.
+func (c *conversation) activatingPending(target *call) bool {
 	for _, p := range c.queue {
-		if p.activating {
+		if p.activating && interrupts(p, target) {
 			return true
 		}
 	}
 	return false
+}
+
+// interrupts reports whether prompt p interrupts a wait for target (nil: a bare wait). A
+// call's own completion prompt never interrupts a wait for it, and completion prompts — what a
+// bare wait is there to consume — never interrupt a bare wait.
+func interrupts(p *prompt, target *call) bool {
+	if p.of == nil {
+		return true
+	}
+	return target != nil && p.of != target
 }
 
 // unqueue removes a call's undelivered completion prompt (its result was consumed first).

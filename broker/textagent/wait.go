@@ -43,7 +43,7 @@ func (a *Agent) waitCall(k *call, raw json.RawMessage) {
 	switch {
 	case c.bare != nil:
 		a.answerNow(k, ErrorResult(MsgBareWaitAlreadyPending))
-	case c.activatingPending():
+	case c.activatingPending(nil):
 		a.answerNow(k, Interrupted(WaitModeAnyBackground))
 	case len(c.done) > 0:
 		d := c.done[0]
@@ -68,7 +68,7 @@ func (a *Agent) waitExact(k *call, id string) {
 		a.answerNow(k, ErrorResult(MsgResultAlreadyConsumed))
 	case t.waiter != nil:
 		a.answerNow(k, ErrorResult(MsgResultAlreadyWaitedFor))
-	case c.activatingPending():
+	case c.activatingPending(t):
 		a.answerNow(k, Interrupted(WaitModeExact))
 	case t.finished && t.outcome != nil:
 		a.consume(t)
@@ -87,7 +87,7 @@ func (a *Agent) waitExact(k *call, id string) {
 // deadline passes, and consumes nothing.
 func (a *Agent) waitTimed(k *call, minutes int) {
 	c := k.conv
-	if c.activatingPending() {
+	if c.activatingPending(nil) || c.activatingPendingAny() {
 		a.timedOver(k, false)
 		return
 	}
@@ -126,13 +126,15 @@ func (a *Agent) timedOver(k *call, timedOut bool) {
 	a.answerNow(k, out)
 }
 
-// interruptWaits answers the blocked waits of a conversation that received activating input
+// interruptWaits answers the blocked waits of a conversation that received activating input p
 // (SPEC 13): exact and bare waits return interrupted, a timed wait returns input_available.
-func (a *Agent) interruptWaits(c *conversation) {
+func (a *Agent) interruptWaits(c *conversation, p *prompt) {
 	for w := range c.exact {
-		a.answerWait(w, Interrupted(WaitModeExact))
+		if interrupts(p, w.wait.target) {
+			a.answerWait(w, Interrupted(WaitModeExact))
+		}
 	}
-	if w := c.bare; w != nil {
+	if w := c.bare; w != nil && interrupts(p, nil) {
 		a.answerWait(w, Interrupted(WaitModeAnyBackground))
 	}
 	if tw := c.timed; tw != nil {
@@ -160,6 +162,17 @@ func (a *Agent) answerWait(w *call, out Content) {
 func (a *Agent) answerNow(k *call, out Content) {
 	k.finished, k.consumed = true, true
 	a.result(k.id, out)
+}
+
+// activatingPendingAny reports whether any activating input is queued (a timed wait returns
+// on any of it, completions included).
+func (c *conversation) activatingPendingAny() bool {
+	for _, p := range c.queue {
+		if p.activating {
+			return true
+		}
+	}
+	return false
 }
 
 // runningBackground reports whether the conversation owns a background call still running.

@@ -1,0 +1,161 @@
+package permissions
+
+// wordKind is what one word of a reply contributes.
+type wordKind uint8
+
+const (
+	// kindUnknown: a word the rules do not know, a hedge, a marker, or a number that is not in
+	// the arguments.
+	kindUnknown wordKind = iota
+	// kindNeutral: a function word, a polite word, a generic verb or noun, a word or number of
+	// the action.
+	kindNeutral
+	// kindApproval: part of an approval phrase.
+	kindApproval
+	// kindRefusal: part of a refusal phrase (every negation is one).
+	kindRefusal
+)
+
+// analysis is one reply read against one action: the normalized words, the action's vocabulary
+// and the kind of every word.
+type analysis struct {
+	u     *utterance
+	v     *vocabulary
+	kind  []wordKind
+	count [4]int // words per kind
+}
+
+func analyze(a Action, reply string) *analysis {
+	an := &analysis{u: normalize(reply), v: newVocabulary(a)}
+	an.classify()
+	return an
+}
+
+// classify covers the words from left to right with the longest approval, refusal or neutral
+// phrase that starts at each position (on equal length a refusal wins over an approval, and an
+// approval over a neutral phrase); an approval phrase right after "not" or "never" counts as a
+// refusal; a number covers its words. What no phrase covers is neutral
+// if it is a neutral word or a word of the action, and unknown otherwise.
+func (an *analysis) classify() {
+	words := an.u.words
+	an.kind = make([]wordKind, len(words))
+	numAt := map[int]number{}
+	for _, n := range an.u.nums {
+		numAt[n.start] = n
+	}
+	for i := 0; i < len(words); {
+		if n, ok := numAt[i]; ok {
+			k := kindUnknown
+			if an.v.numbers[n.value] {
+				k = kindNeutral
+			}
+			i = an.mark(i, n.end-n.start, k)
+			continue
+		}
+		best, k := an.v.refusalAt(words, i), kindRefusal
+		if p := approvalPhrases.at(words, i); len(p) > len(best) {
+			best, k = p, kindApproval
+		}
+		if p := neutralPhrases.at(words, i); len(p) > len(best) {
+			best, k = p, kindNeutral
+		}
+		if best != nil {
+			if k == kindApproval && negatedAt(words, i) {
+				k = kindRefusal // "not approved", "do not go ahead", "never confirm"
+			}
+			i = an.mark(i, len(best), k)
+			continue
+		}
+		k = kindUnknown
+		if neutralWords[words[i]] || an.v.has(words[i]) {
+			k = kindNeutral
+		}
+		i = an.mark(i, 1, k)
+	}
+}
+
+// negatedAt reports whether the word before words[i] negates it ("not", "never").
+func negatedAt(words []string, i int) bool {
+	return i > 0 && (words[i-1] == "not" || words[i-1] == "never")
+}
+
+func (an *analysis) mark(i, n int, k wordKind) int {
+	for j := i; j < i+n; j++ {
+		an.kind[j] = k
+		an.count[k]++
+	}
+	return i + n
+}
+
+// refusalAt returns the longest refusal phrase at words[i], except that a phrase without a
+// negation whose first word names the action ("cancel it" for cancel_subscription) is the action
+// itself, not a refusal.
+func (v *vocabulary) refusalAt(words []string, i int) []string {
+	var best []string
+	for _, f := range refusalPhrases.byFirst[words[i]] {
+		if len(f) <= len(best) || i+len(f) > len(words) || !equalWords(words[i:i+len(f)], f) {
+			continue
+		}
+		if v.toolWords[f[0]] && !hasNegation(f) {
+			continue
+		}
+		best = f
+	}
+	return best
+}
+
+func hasNegation(words []string) bool {
+	for _, w := range words {
+		if negations[w] {
+			return true
+		}
+	}
+	return false
+}
+
+// approves reports whether the reply is a clear approval: at least one approval phrase and
+// nothing but neutral words besides.
+func (an *analysis) approves() bool {
+	return an.count[kindApproval] > 0 && an.count[kindRefusal] == 0 && an.count[kindUnknown] == 0
+}
+
+// refuses reports whether the reply is a clean refusal: no approval phrase anywhere, a first
+// clause made of refusal phrases and neutral words only, and no double negation ("not a no").
+// Later clauses may hold words the rules do not know ("no, leave the door locked").
+func (an *analysis) refuses() bool {
+	if an.count[kindApproval] > 0 || an.count[kindRefusal] == 0 {
+		return false
+	}
+	from, to := an.u.firstClause()
+	refusal := false
+	for i := from; i < to; i++ {
+		switch an.kind[i] {
+		case kindUnknown:
+			return false
+		case kindRefusal:
+			refusal = true
+		}
+	}
+	words := an.u.words
+	for i, w := range words {
+		if w != "not" {
+			continue
+		}
+		for j := i + 1; j < len(words) && j <= i+2; j++ {
+			if negations[words[j]] {
+				return false
+			}
+		}
+	}
+	return refusal
+}
+
+// covered reports whether words[i:i+n] are all part of approval or refusal phrases.
+func (an *analysis) covered(i, n int) bool {
+	for j := i; j < i+n; j++ {
+		if an.kind[j] != kindApproval && an.kind[j] != kindRefusal {
+			return false
+		}
+	}
+	return true
+}

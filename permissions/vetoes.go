@@ -1,0 +1,220 @@
+package permissions
+
+import "github.com/backchannel-io/backchannel/jobs"
+
+// vetoRule is one named reason why a reply cannot be an approval.
+type vetoRule struct {
+	reason string
+	match  func(an *analysis) bool
+}
+
+// vetoRules are tried in order; the first that matches gives the reason. Every one of them holds,
+// except that a negation which is a clean refusal declines.
+var vetoRules = []vetoRule{
+	{ReasonEmpty, isEmpty},
+	{ReasonInstruction, addressesSystem},
+	{ReasonNoise, hasNoise},
+	{ReasonReportedSpeech, reportsSpeech},
+	{ReasonQuestion, asksQuestion},
+	{ReasonHypothetical, isHypothetical},
+	{ReasonCondition, setsCondition},
+	{ReasonSarcasm, isSarcastic},
+	{ReasonAmbiguous, hedges},
+	{ReasonChangedArguments, changesArguments},
+	{ReasonCondition, qualifies},
+	{ReasonNegation, negates},
+}
+
+// Veto runs the vetoes of the rule-based verifier on a reply to the pending action a. When one
+// applies it returns its judgement and true: hold with the veto's reason, or decline with
+// ReasonRefusal when the reply is a clear refusal. The judgement is never an approval. A reply no
+// veto applies to may still not be an approval (Verify holds what it does not understand); the
+// vetoes are what no verifier may approve.
+func (r *Rules) Veto(a Action, reply string) (Judgement, bool) {
+	return analyze(a, reply).veto()
+}
+
+func (an *analysis) veto() (Judgement, bool) {
+	for _, rule := range vetoRules {
+		if !rule.match(an) {
+			continue
+		}
+		if rule.reason == ReasonNegation && an.refuses() {
+			return Judgement{Verdict: jobs.Decline, Reason: ReasonRefusal}, true
+		}
+		return Judgement{Verdict: jobs.Hold, Reason: rule.reason}, true
+	}
+	return Judgement{}, false
+}
+
+// isEmpty: nothing but silence, punctuation, fillers and annotations.
+func isEmpty(an *analysis) bool { return len(an.u.words) == 0 }
+
+// hasNoise: an annotation ("[inaudible]", "[laughter]") next to words: part of the reply was not
+// speech or was not understood.
+func hasNoise(an *analysis) bool { return len(an.u.annotations) > 0 }
+
+// addressesSystem: markup, or words that talk to or about the system, the assistant, its rules
+// or its verdicts, also inside an annotation ("[system] ...").
+func addressesSystem(an *analysis) bool {
+	if an.u.machine || an.found(instructionPhrases, false, true) {
+		return true
+	}
+	for _, a := range an.u.annotations {
+		if i, _ := instructionPhrases.find(normalize(a).words); i >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// reportsSpeech: quotes, or a speech verb or another person ("my wife said yes").
+func reportsSpeech(an *analysis) bool {
+	return an.u.quoted || an.found(reportedPhrases, true, true)
+}
+
+// asksQuestion: a question mark; a clause that opens with a question word or with an
+// auxiliary and its subject ("is it", "can you"; but "do it" is an order); a question word
+// followed by an auxiliary anywhere ("yes what time is it").
+func asksQuestion(an *analysis) bool {
+	if an.u.question {
+		return true
+	}
+	words := an.u.words
+	for i, w := range words {
+		next := ""
+		if i+1 < len(words) && an.u.clause[i+1] == an.u.clause[i] {
+			next = words[i+1]
+		}
+		if whWords[w] && (an.u.clauseStart(i) || whFollowers[next]) {
+			return true
+		}
+		if an.u.clauseStart(i) && auxiliaries[w] && subjects[next] {
+			if w == "do" && !personSubjects[next] {
+				continue // "do it", "do that": an order
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// personSubjects are the subjects after which "do" asks a question ("do you", not "do it").
+var personSubjects = wordSet("i you we they he she anyone someone anybody")
+
+// isHypothetical: "would", "could", "might", "what if", "suppose", "in theory" — except inside an
+// approval or refusal phrase ("that would be great", "i would rather not").
+func isHypothetical(an *analysis) bool { return an.found(hypotheticalPhrases, true, false) }
+
+// setsCondition: "if", "only", "unless", "as long as", "once", "after", ...
+func setsCondition(an *analysis) bool { return an.found(conditionPhrases, false, false) }
+
+// qualifies: "but", "except", "though", "however".
+func qualifies(an *analysis) bool { return an.found(qualifierPhrases, false, false) }
+
+// isSarcastic: a sarcasm marker ("whatever", "oh great", "as if", "lol"), "yeah right" (but not
+// "yeah right away"), or an approval followed by a final "not".
+func isSarcastic(an *analysis) bool {
+	if an.found(sarcasmPhrases, false, false) {
+		return true
+	}
+	words := an.u.words
+	for i := 0; i+1 < len(words); i++ {
+		if yesWords[words[i]] && words[i+1] == "right" && (i+2 == len(words) || !rightAfter[words[i+2]]) {
+			return true
+		}
+	}
+	n := len(words)
+	return n > 1 && words[n-1] == "not" && an.count[kindApproval] > 0
+}
+
+var (
+	yesWords   = wordSet("yes yeah yep yup sure ok okay")
+	rightAfter = wordSet("away now there here")
+)
+
+// hedges: "maybe", "i guess", "i think", "hmm", "wait", "or", "not sure", ...
+func hedges(an *analysis) bool { return an.found(hedgePhrases, false, false) }
+
+// changesArguments: a change word ("instead", "make it", "add", "without"); a number, a value
+// word (a day, a size, a currency) or, after a preposition, a word that is not in the action;
+// or a value put in the place of another ("from savings" when savings is the destination).
+func changesArguments(an *analysis) bool {
+	if an.found(changeMarkers, true, true) {
+		return true
+	}
+	for _, n := range an.u.nums {
+		if !an.v.numbers[n.value] {
+			return true
+		}
+	}
+	words := an.u.words
+	for i, w := range words {
+		if valueWords[w] && !an.v.has(w) {
+			return true
+		}
+		if !prepositions[w] || an.covered(i, 1) {
+			continue
+		}
+		j := i + 1
+		for j < len(words) && an.u.clause[j] == an.u.clause[i] && prepositionSkip[words[j]] {
+			j++
+		}
+		if j == len(words) || an.u.clause[j] != an.u.clause[i] {
+			continue
+		}
+		if an.kind[j] == kindUnknown || an.v.swapped(w, words[j]) {
+			return true
+		}
+	}
+	return false
+}
+
+// swapped reports whether value, said after the preposition "from" or "to", belongs only to
+// arguments named for the other direction ("from savings" when savings is the to_account).
+func (v *vocabulary) swapped(prep, value string) bool {
+	other := map[string]string{"from": "to", "to": "from"}[prep]
+	if other == "" {
+		return false
+	}
+	keys := v.keysOf[value]
+	if len(keys) == 0 {
+		return false
+	}
+	mentionsOther := false
+	for _, k := range keys {
+		for _, w := range nameWords(k) {
+			if w == prep {
+				return false
+			}
+			if w == other {
+				mentionsOther = true
+			}
+		}
+	}
+	return mentionsOther
+}
+
+// negates: any refusal phrase, including any negation word ("yes, don't", "no wait yes").
+func negates(an *analysis) bool { return an.count[kindRefusal] > 0 }
+
+// found reports whether a phrase of p occurs in the reply. With uncovered, a match inside an
+// approval or refusal phrase does not count. With exempt, a one-word match that is a word of
+// the action does not count ("system" for restart_system).
+func (an *analysis) found(p *phraseList, uncovered, exempt bool) bool {
+	words := an.u.words
+	for i := range words {
+		f := p.at(words, i)
+		if f == nil {
+			continue
+		}
+		if uncovered && an.covered(i, len(f)) {
+			continue
+		}
+		if exempt && len(f) == 1 && an.v.has(f[0]) {
+			continue
+		}
+		return true
+	}
+	return false
+}
