@@ -253,6 +253,7 @@ func (s *Session) connect(sl *Slot, tr Transport, created bool) *Client {
 	token, hash := newResumeToken(sl.id)
 	sl.tokenHash = hash
 	sl.client = c
+	sl.detached = time.Time{}
 	if sl.expiry != nil {
 		sl.expiry.Stop()
 		sl.expiry = nil
@@ -347,6 +348,7 @@ func (s *Session) dropped(c *Client) {
 		return
 	}
 	sl.client = nil
+	sl.detached = time.Now()
 	s.node.metrics.connections.Dec()
 	s.record(jobs.KindDisconnect, map[string]any{"slot": sl.id, "role": string(sl.role), "connection_id": c.connID})
 	sl.expiry = s.after(s.node.cfg.ResumeWindow, func() { s.expireSlot(sl) })

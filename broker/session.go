@@ -201,6 +201,13 @@ func (s *Session) end(reason frames.EndReason) {
 	for id := range s.expired {
 		expired[id] = true
 	}
+	// A slot whose resume window has run out by now counts as expired, even if its own timer
+	// had not fired yet (SPEC 10: its token answers resume_expired after the session ended).
+	for id, sl := range s.slots {
+		if sl.client == nil && !sl.detached.IsZero() && time.Since(sl.detached) >= s.node.cfg.ResumeWindow-50*time.Millisecond {
+			expired[id] = true
+		}
+	}
 	s.node.forget(s, &endedSession{tenant: s.tenant, joinToken: s.joinToken, expiredSlots: expired, at: time.Now()})
 	s.mb.close()
 }

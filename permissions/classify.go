@@ -74,9 +74,24 @@ func (an *analysis) classify() {
 	}
 }
 
-// negatedAt reports whether the word before words[i] negates it ("not", "never").
+// negatedAt reports whether the approval phrase at words[i] is negated: right after "not" or
+// "never", or after "not want ... to" ("i do not want you to do that").
 func negatedAt(words []string, i int) bool {
-	return i > 0 && (words[i-1] == "not" || words[i-1] == "never")
+	if i > 0 && (words[i-1] == "not" || words[i-1] == "never") {
+		return true
+	}
+	if i == 0 || words[i-1] != "to" {
+		return false
+	}
+	for j := i - 2; j >= 1 && j >= i-4; j-- {
+		if wantVerbs[words[j]] && words[j-1] == "not" {
+			return true
+		}
+		if words[j] != "you" && words[j] != "me" && words[j] != "them" {
+			return false
+		}
+	}
+	return false
 }
 
 func (an *analysis) mark(i, n int, k wordKind) int {
@@ -131,7 +146,9 @@ func (an *analysis) refuses() bool {
 	for i := from; i < to; i++ {
 		switch an.kind[i] {
 		case kindUnknown:
-			return false
+			if !refusalNeutral[an.u.words[i]] {
+				return false
+			}
 		case kindRefusal:
 			refusal = true
 		}

@@ -57,7 +57,7 @@ var (
 		"yas": "yes", "yis": "yes", "yesh": "yes", "okey": "okay", "okie": "okay", "okk": "ok",
 		"kay": "okay", "k": "ok", "kk": "ok", "alrighty": "alright", "aight": "alright",
 		"allright": "alright", "goahead": "go ahead", "plz": "please", "pls": "please",
-		"thx": "thanks", "ty": "thanks", "nevermind": "never mind", "noo": "no", "nop": "nope",
+		"thx": "thanks", "ty": "thanks", "righto": "right", "mmhm": "mhm", "mmhmm": "mhm", "nevermind": "never mind", "noo": "no", "nop": "nope",
 		"ma'am": "maam", "o'clock": "oclock", "y'all": "you", "idk": "i do not know",
 		"dont": "do not", "doesnt": "does not", "didnt": "did not", "cant": "can not",
 		"cannot": "can not", "wont": "will not", "isnt": "is not", "arent": "are not",
@@ -83,7 +83,8 @@ var (
 	phraseRewrites = map[string]string{
 		"go a head": "go ahead", "go ahed": "go ahead", "all right": "alright",
 		"okey dokey": "okay", "okay dokey": "okay", "okay dokie": "okay", "okey doke": "okay",
-		"o k": "ok", "of coarse": "of course", "sure ting": "sure thing",
+		"o k": "ok", "of coarse": "of course", "sure ting": "sure thing", "ok ay": "okay",
+		"uh huh": "uhhuh", "mm hmm": "mhm", "mm hm": "mhm", "m hm": "mhm", "uh hum": "uhhuh",
 	}
 	// fillers carry no meaning and are dropped.
 	fillers = wordSet("uh uhh uhm um umm er erm ah ahh")
@@ -115,7 +116,14 @@ var (
 		"brilliant", "cool", "fantastic", "would be great", "would be perfect",
 		"would be fine", "would be good", "would be lovely", "would be wonderful",
 		"would be nice", "would be helpful", "would be brilliant", "would be awesome",
-		"would be ideal", "would be excellent",
+		"would be ideal", "would be excellent", "you have my permission", "you have my approval",
+		"you have my consent", "you have my blessing", "permission granted", "i give my consent",
+		"i give my permission", "i give you permission", "that is what i want",
+		"exactly what i want", "i am certain", "the answer is yes", "my answer is yes",
+		"i am happy with that", "i am happy with it", "i am fine with that", "i am fine with it",
+		"i am good with that", "i am good with it", "i am ok with that", "i am ok with it",
+		"i am okay with that", "i am okay with it", "go right ahead", "sounds about right",
+		"sounds right", "roger that",
 	)
 	// refusalPhrases refuse. Every negation word is one of them, so a negation anywhere is
 	// visible to the negation veto.
@@ -132,6 +140,8 @@ var (
 		"changed my mind", "that is wrong", "wrong", "not approved", "not approve",
 		"do not approve", "not authorized", "do not authorize", "not ok", "not okay",
 		"not fine", "not good", "not correct", "not right", "do not want", "i do not",
+		"not interested", "not this time", "definitely do not", "absolutely do not",
+		"certainly do not", "really do not", "seriously do not", "definitely never",
 	)
 	// negations are the words that make any reply containing them not an approval.
 	negations = wordSet("no not nope nah nay never negative none nothing neither nor nobody")
@@ -141,9 +151,21 @@ var (
 		"thank you", "thank you very much", "thank you so much", "thanks a million",
 		"would like", "would love", "would appreciate", "right now", "for me", "for us",
 		"let us", "you can", "you may", "i would like you to", "i want you to",
+		"i said", "i say", "i am saying", "i told you", "like i said",
 	)
+	// firstPersonSpeech: the caller repeating their own answer ("i said no"). A refusal said this
+	// way declines; an approval said this way is still reported speech (it may answer another
+	// question).
+	firstPersonSpeech = phrases("i said", "i say", "i am saying", "i told you", "like i said")
+	// refusalNeutral are harmless inside a refusal only ("don't cancel anything").
+	refusalNeutral = wordSet("anything")
+	// thirdPersonVerbs after a word of the arguments make it the subject: "dana is fine with it"
+	// reports Dana's consent, not the caller's.
+	thirdPersonVerbs = wordSet("is are was were has have thinks says agrees wants likes loves")
+	// wantVerbs carry a negation over to the action: "i do not want you to do that".
+	wantVerbs = wordSet("want need wish like intend plan")
 	// neutralWords: function words, polite words and generic verbs and nouns of actions.
-	neutralWords = wordSet(`i me my mine you your we us our it that this these those them the a an
+	neutralWords = wordSet(`'s uhhuh mhm i me my mine you your we us our it that this these those them the a an
 		and then so now just is are be am will can may for to of with on in at from by oh well
 		sir maam madam there here really very much please thanks thank cheers kindly want need
 		do doing done go going run proceed book send buy order place pay transfer move schedule
@@ -214,7 +236,7 @@ var (
 	hedgePhrases = phrases(
 		"guess", "maybe", "probably", "perhaps", "possibly", "think", "suppose", "reckon",
 		"believe", "kind of", "kinda", "sort of", "sorta", "hmm", "hm", "huh", "eh", "meh",
-		"mhm", "mm", "mmm", "m", "wait", "hang on", "hold on", "moment", "let me think",
+		"mm", "mmm", "m", "wait", "hang on", "hold on", "moment", "let me think",
 		"let me check", "let me see", "seems", "seem", "seemingly", "leaning", "or",
 		"not sure", "i mean", "unsure", "uncertain", "either", "whichever", "somewhat", "ish",
 		"presumably", "likely", "unlikely", "hopefully", "sometime", "someday", "no idea",

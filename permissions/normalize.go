@@ -208,7 +208,8 @@ func collapseRuns(w string) string {
 }
 
 // expandWord expands one word: contractions with or without their apostrophe, possessives and
-// ASR spellings. The result has no apostrophes except in "ma'am".
+// ASR spellings. The only apostrophe left is the word "'s" after a noun, which may be a
+// possessive or "is".
 func expandWord(w string) []string {
 	if x, ok := spellings[w]; ok {
 		return strings.Fields(x)
@@ -227,7 +228,7 @@ func expandWord(w string) []string {
 		if isWords[base] {
 			return append(expandWord(base), "is")
 		}
-		return expandWord(base) // possessive: luigi's
+		return append(expandWord(base), "'s") // possessive ("luigi's") or "is" ("dana's fine")
 	}
 	for suffix, full := range contractionSuffixes {
 		if strings.HasSuffix(w, suffix) {

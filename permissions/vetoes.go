@@ -57,7 +57,7 @@ func hasNoise(an *analysis) bool { return len(an.u.annotations) > 0 }
 // addressesSystem: markup, or words that talk to or about the system, the assistant, its rules
 // or its verdicts, also inside an annotation ("[system] ...").
 func addressesSystem(an *analysis) bool {
-	if an.u.machine || an.found(instructionPhrases, false, true) {
+	if an.u.machine || an.found(instructionPhrases, true, true) {
 		return true
 	}
 	for _, a := range an.u.annotations {
@@ -68,9 +68,44 @@ func addressesSystem(an *analysis) bool {
 	return false
 }
 
-// reportsSpeech: quotes, or a speech verb or another person ("my wife said yes").
+// reportsSpeech: quotes; a speech verb or another person ("my wife said yes"); a person or thing
+// of the arguments as the subject ("dana is fine with it", "dana's fine"). The caller repeating
+// their own refusal ("i said no") is not reported speech.
 func reportsSpeech(an *analysis) bool {
-	return an.u.quoted || an.found(reportedPhrases, true, true)
+	if an.u.quoted {
+		return true
+	}
+	words := an.u.words
+	for i := 0; i < len(words); i++ {
+		if f := firstPersonSpeech.at(words, i); f != nil {
+			if !an.refuses() {
+				return true
+			}
+			i += len(f) - 1
+			continue
+		}
+		if f := reportedPhrases.at(words, i); f != nil && !an.covered(i, len(f)) && !(len(f) == 1 && an.v.has(f[0])) {
+			return true
+		}
+		if an.thirdPersonSubject(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// thirdPersonSubject reports whether words[i], a word of a string argument, is the subject of
+// the clause: followed by "is", "says", "wants"..., or by "'s" and an approval ("dana's fine").
+func (an *analysis) thirdPersonSubject(i int) bool {
+	words := an.u.words
+	w := words[i]
+	if len(an.v.keysOf[w]) == 0 || neutralWords[w] || (w[0] >= '0' && w[0] <= '9') || an.kind[i] == kindApproval || i+1 >= len(words) {
+		return false
+	}
+	if thirdPersonVerbs[words[i+1]] {
+		return true
+	}
+	return words[i+1] == "'s" && i+2 < len(words) && an.kind[i+2] == kindApproval
 }
 
 // asksQuestion: a question mark; a clause that opens with a question word or with an

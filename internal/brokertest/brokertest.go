@@ -1,0 +1,122 @@
+// Package brokertest runs a real broker for tests: a broker.Node with the WebSocket transport
+// behind an HTTP server on a free loopback port, over the memory store or a private Redis. Tests
+// talk to it only over the network, like any client.
+package brokertest
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/backchannel-io/backchannel/broker"
+	"github.com/backchannel-io/backchannel/broker/ws"
+	"github.com/backchannel-io/backchannel/internal/redistest"
+	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/jobs/memstore"
+	"github.com/backchannel-io/backchannel/jobs/redisstore"
+)
+
+// Tenants and keys every test broker knows.
+const (
+	KeyA    = "key-a"
+	TenantA = "tenant-a"
+	KeyB    = "key-b"
+	TenantB = "tenant-b"
+)
+
+// Stores are the store kinds a test runs against.
+var Stores = []string{"memory", "redis"}
+
+// Options configure Start.
+type Options struct {
+	// Store is "memory" (default) or "redis" (a private redis-server, or
+	// BACKCHANNEL_TEST_REDIS_URL with a key prefix of the test's own).
+	Store string
+	// Redis is the client to use with Store "redis" (nil: a private server for the test).
+	Redis *redis.Client
+	// Config is the broker configuration; APIKeys default to KeyA/KeyB, ResumeWindow to 3 s
+	// and BackgroundAfter to 1 s.
+	Config broker.Config
+}
+
+// Broker is a running test broker.
+type Broker struct {
+	URL   string // http://127.0.0.1:PORT
+	WSURL string // ws://127.0.0.1:PORT/v1/ws
+	Addr  string
+	Node  *broker.Node
+	Store jobs.Store
+	srv   *http.Server
+	wsh   *ws.Handler
+	stop  context.CancelFunc
+	done  chan struct{}
+}
+
+// Start starts a broker for the test; it is shut down (memory: sessions ended) when the test
+// ends.
+func Start(t testing.TB, opts Options) *Broker {
+	t.Helper()
+	cfg := opts.Config
+	if cfg.APIKeys == nil {
+		cfg.APIKeys = map[string]string{KeyA: TenantA, KeyB: TenantB}
+	}
+	if cfg.ResumeWindow == 0 {
+		cfg.ResumeWindow = 3 * time.Second
+	}
+	if cfg.BackgroundAfter == 0 {
+		cfg.BackgroundAfter = time.Second
+	}
+	b := &Broker{done: make(chan struct{})}
+	switch opts.Store {
+	case "", "memory":
+		b.Store = memstore.New(nil)
+	case "redis":
+		client := opts.Redis
+		if client == nil {
+			client = redistest.New(t)
+		}
+		rs, err := redisstore.New(redisstore.Options{Client: client, Prefix: redistest.Prefix(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rs.Close() })
+		b.Store = rs
+	default:
+		t.Fatalf("brokertest: unknown store %q", opts.Store)
+	}
+	b.Node = broker.NewNode(cfg, b.Store)
+	b.wsh = ws.NewHandler(b.Node, ws.Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Addr = ln.Addr().String()
+	b.URL = "http://" + b.Addr
+	b.WSURL = "ws://" + b.Addr + "/v1/ws"
+	b.srv = &http.Server{Handler: b.Node.Handler(b.wsh, nil), ReadHeaderTimeout: 10 * time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.stop = cancel
+	go func() {
+		defer close(b.done)
+		_ = b.Node.Run(ctx)
+	}()
+	go func() { _ = b.srv.Serve(ln) }()
+	t.Cleanup(func() { b.Close(opts.Store != "redis") })
+	return b
+}
+
+// Close shuts the broker down: end ends every session first (the memory store's shutdown);
+// otherwise connections are closed with 1012.
+func (b *Broker) Close(end bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = b.Node.Shutdown(ctx, end)
+	b.wsh.CloseAll(broker.StatusServiceRestart, "service restart")
+	_ = b.srv.Shutdown(ctx)
+	b.stop()
+	<-b.done
+}
