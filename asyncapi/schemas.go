@@ -3,6 +3,7 @@ package asyncapi
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -68,13 +69,7 @@ func reflectSchemas(r *jsonschema.Reflector, src sources) (*schemaSet, error) {
 	if nameErr != nil {
 		return nil, nameErr
 	}
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for n := range set.defs {
-			if !yield(n) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(set.defs)) {
 		s := set.defs[name]
 		if s.ReflectType == nil { // schemas a type exposes itself (Duration)
 			s.ReflectType = names[name]

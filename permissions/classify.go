@@ -23,10 +23,21 @@ type analysis struct {
 	v     *vocabulary
 	kind  []wordKind
 	count [4]int // words per kind
+	// numAt maps the first word of each number to it.
+	numAt map[int]number
+	// refusal caches refuses(): 0 unknown, 1 no, 2 yes.
+	refusal int8
 }
 
+// maxReplyBytes bounds the reply the rules read. A spoken answer to a yes-or-no question is a few
+// words; a longer text is held as unclear without being read.
+const maxReplyBytes = 2048
+
 func analyze(a Action, reply string) *analysis {
-	an := &analysis{u: normalize(reply), v: newVocabulary(a)}
+	an := &analysis{u: normalize(reply), v: newVocabulary(a), numAt: map[int]number{}}
+	for _, n := range an.u.nums {
+		an.numAt[n.start] = n
+	}
 	an.classify()
 	return an
 }
@@ -39,12 +50,8 @@ func analyze(a Action, reply string) *analysis {
 func (an *analysis) classify() {
 	words := an.u.words
 	an.kind = make([]wordKind, len(words))
-	numAt := map[int]number{}
-	for _, n := range an.u.nums {
-		numAt[n.start] = n
-	}
 	for i := 0; i < len(words); {
-		if n, ok := numAt[i]; ok {
+		if n, ok := an.numAt[i]; ok {
 			k := kindUnknown
 			if an.v.numbers[n.value] {
 				k = kindNeutral
@@ -138,6 +145,16 @@ func (an *analysis) approves() bool {
 // clause made of refusal phrases and neutral words only, and no double negation ("not a no").
 // Later clauses may hold words the rules do not know ("no, leave the door locked").
 func (an *analysis) refuses() bool {
+	if an.refusal == 0 {
+		an.refusal = 1
+		if an.cleanRefusal() {
+			an.refusal = 2
+		}
+	}
+	return an.refusal == 2
+}
+
+func (an *analysis) cleanRefusal() bool {
 	if an.count[kindApproval] > 0 || an.count[kindRefusal] == 0 {
 		return false
 	}

@@ -55,7 +55,7 @@ var (
 	spellings = map[string]string{
 		"yess": "yes", "yea": "yeah", "yeh": "yeah", "ya": "yeah", "yah": "yeah", "yeap": "yep",
 		"yas": "yes", "yis": "yes", "yesh": "yes", "okey": "okay", "okie": "okay", "okk": "ok",
-		"kay": "okay", "k": "ok", "kk": "ok", "alrighty": "alright", "aight": "alright",
+		"kay": "okay", "kk": "ok", "alrighty": "alright", "aight": "alright",
 		"allright": "alright", "goahead": "go ahead", "plz": "please", "pls": "please",
 		"thx": "thanks", "ty": "thanks", "righto": "right", "mmhm": "mhm", "mmhmm": "mhm", "nevermind": "never mind", "noo": "no", "nop": "nope",
 		"ma'am": "maam", "o'clock": "oclock", "y'all": "you", "idk": "i do not know",
@@ -166,7 +166,7 @@ var (
 	wantVerbs = wordSet("want need wish like intend plan")
 	// neutralWords: function words, polite words and generic verbs and nouns of actions.
 	neutralWords = wordSet(`'s uhhuh mhm i me my mine you your we us our it that this these those them the a an
-		and then so now just is are be am will can may for to of with on in at from by oh well
+		and then so now just is are be am will can may for to of with on in at from by into onto oh well
 		sir maam madam there here really very much please thanks thank cheers kindly want need
 		do doing done go going run proceed book send buy order place pay transfer move schedule
 		delete remove unlock submit process complete continue
@@ -241,6 +241,7 @@ var (
 		"not sure", "i mean", "unsure", "uncertain", "either", "whichever", "somewhat", "ish",
 		"presumably", "likely", "unlikely", "hopefully", "sometime", "someday", "no idea",
 		"do not know", "fair enough", "i hope", "hope so", "up to you", "your call",
+		"i will", "i can", "i am going to", "i shall", "myself", "ourselves",
 	)
 	// changeMarkers ask for something other than the pending action.
 	changeMarkers = phrases(
@@ -259,18 +260,26 @@ var (
 		august september october november december jan feb apr jun jul aug sep sept oct nov dec
 		small medium large xl xxl regular personal business economy first premium basic standard
 		window aisle middle class dollars dollar bucks buck usd euros euro eur pounds pound quid
-		gbp yen cents cent percent pesos francs`)
+		gbp yen cents cent pence percent pesos francs a.m. thousand million`)
 	// currencyGroups: the words for one currency; a currency in the arguments allows its group.
 	currencyGroups = [][]string{
-		{"usd", "dollar", "dollars", "buck", "bucks", "cents", "cent"},
-		{"eur", "euro", "euros", "cents", "cent"},
-		{"gbp", "pound", "pounds", "quid", "pence"},
+		{"usd", "dollar", "dollars", "buck", "bucks"},
+		{"eur", "euro", "euros"},
+		{"gbp", "pound", "pounds", "quid"},
 		{"jpy", "yen"},
 	}
-	// sharedCurrencyWords belong to several currencies and do not tell which one is meant.
-	sharedCurrencyWords = wordSet("cent cents")
 	// prepositions introduce a value; what follows them must belong to the action.
 	prepositions = wordSet("to from for at on in with by via into onto")
 	// prepositionSkip may stand between a preposition and its value.
-	prepositionSkip = wordSet("the a an my our your me us it this that them these those there here now")
+	prepositionSkip = wordSet("the a an my our your it this that these those there here now")
+	// personPronouns after "to", "from" or "with" name a party the action does not ("send it
+	// to me"); after "for" they are the usual beneficiary ("book it for me").
+	personPronouns = wordSet("me us you him her them myself ourselves")
+	// partyPrepositions introduce a party of the action ("to", "from", "with").
+	partyPrepositions = wordSet("to from with into onto")
+	// trailingWords cannot end a complete reply: "yes and", "yes, but", "go ahead with the".
+	trailingWords = wordSet("and or but if to for with at on in from of by the a an my your our plus except because unless than into onto")
+	// restrictors limit the action to part of it when a word of the action follows ("just
+	// pepperoni"); "just do it" is an approval.
+	restrictors = wordSet("just simply merely")
 )

@@ -161,6 +161,11 @@ func (u *utterance) scan(s string) []rawWord {
 			flush()
 			out = append(out, rawWord{text: symbolWords[r], clause: clause})
 			clauseUsed = true
+		case unicode.Is(unicode.So, r):
+			// An emoji or pictograph means something ("👎") the rules cannot read.
+			flush()
+			out = append(out, rawWord{text: "<symbol>", clause: clause})
+			clauseUsed = true
 		default:
 			boundary()
 		}
@@ -175,8 +180,15 @@ func expand(raw []rawWord) ([]string, []int) {
 	var words []string
 	var clause []int
 	for i, w := range raw {
-		if w.glued && i > 0 && isDigits(raw[i-1].text) && ordinalSuffixes[w.text] {
-			continue // "15th" is the number 15
+		if i > 0 && isDigits(raw[i-1].text) {
+			if w.glued && ordinalSuffixes[w.text] {
+				continue // "15th" is the number 15
+			}
+			if x, ok := numberSuffixes[w.text]; ok && (w.glued || x == "a.m.") {
+				words = append(words, x) // "25k" is 25 thousand; "3 am" is a time
+				clause = append(clause, w.clause)
+				continue
+			}
 		}
 		for _, x := range expandWord(collapseRuns(w.text)) {
 			words = append(words, x)
@@ -186,7 +198,11 @@ func expand(raw []rawWord) ([]string, []int) {
 	return rewritePhrases(words, clause)
 }
 
-var ordinalSuffixes = map[string]bool{"st": true, "nd": true, "rd": true, "th": true}
+var (
+	ordinalSuffixes = map[string]bool{"st": true, "nd": true, "rd": true, "th": true}
+	// numberSuffixes after a number: "25k", "2m", "3am" (also "3 am", where "am" is not the verb).
+	numberSuffixes = map[string]string{"k": "thousand", "m": "million", "bn": "billion", "am": "a.m."}
+)
 
 // collapseRuns shortens runs of three or more identical letters to one ("yesss", "noooo").
 func collapseRuns(w string) string {

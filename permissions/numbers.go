@@ -55,6 +55,18 @@ func findNumbers(words []string) []number {
 			i++
 			continue
 		}
+		if i > 0 && out != nil && out[len(out)-1].end == i {
+			if scale, ok := scales[w]; ok {
+				// "25 thousand": the scale multiplies the digits before it.
+				last := &out[len(out)-1]
+				if f, err := strconv.ParseFloat(last.value, 64); err == nil && f < 1e9 {
+					last.value = strconv.FormatFloat(f*float64(scale), 'f', -1, 64)
+					last.end = i + 1
+					i++
+					continue
+				}
+			}
+		}
 		if v, end := numberWords(words, i); end > i {
 			out = append(out, number{i, end, strconv.FormatInt(v, 10)})
 			i = end
@@ -90,13 +102,9 @@ func numberWords(words []string, i int) (int64, int) {
 				break
 			}
 			cur *= 100
-		} else if w == "thousand" || w == "million" {
+		} else if scale, ok := scales[w]; ok {
 			if cur == 0 {
 				cur = 1
-			}
-			scale := int64(1000)
-			if w == "million" {
-				scale = 1000000
 			}
 			total += cur * scale
 			cur = 0
@@ -126,7 +134,10 @@ func numberWords(words []string, i int) (int64, int) {
 	return total + cur, j
 }
 
-var scaleWords = wordSet("hundred thousand million dozen")
+var (
+	scaleWords = wordSet("hundred thousand million billion dozen")
+	scales     = map[string]int64{"thousand": 1000, "million": 1000000, "billion": 1000000000}
+)
 
 func isNumberWord(w string) bool {
 	_, u := unitWords[w]

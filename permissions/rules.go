@@ -26,6 +26,9 @@ func (r *Rules) Verify(_ context.Context, a Action, reply string) (Judgement, er
 }
 
 func (r *Rules) judge(a Action, reply string) Judgement {
+	if len(reply) > maxReplyBytes {
+		return Judgement{Verdict: jobs.Hold, Reason: ReasonUnclear}
+	}
 	an := analyze(a, reply)
 	if j, ok := an.veto(); ok {
 		return j

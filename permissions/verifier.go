@@ -40,6 +40,8 @@ const (
 	ReasonRefusal = "refusal"
 	// ReasonEmpty: silence, punctuation, fillers or noise annotations only.
 	ReasonEmpty = "empty"
+	// ReasonIncomplete: the reply ends on a word that needs more ("yes and", "yes, but").
+	ReasonIncomplete = "incomplete"
 	// ReasonNoise: words mixed with a noise annotation such as "[inaudible]": part of the reply
 	// was not heard.
 	ReasonNoise = "noise"

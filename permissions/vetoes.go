@@ -13,6 +13,7 @@ type vetoRule struct {
 var vetoRules = []vetoRule{
 	{ReasonEmpty, isEmpty},
 	{ReasonInstruction, addressesSystem},
+	{ReasonIncomplete, isIncomplete},
 	{ReasonNoise, hasNoise},
 	{ReasonReportedSpeech, reportsSpeech},
 	{ReasonQuestion, asksQuestion},
@@ -29,8 +30,11 @@ var vetoRules = []vetoRule{
 // applies it returns its judgement and true: hold with the veto's reason, or decline with
 // ReasonRefusal when the reply is a clear refusal. The judgement is never an approval. A reply no
 // veto applies to may still not be an approval (Verify holds what it does not understand); the
-// vetoes are what no verifier may approve.
+// vetoes are what no verifier may approve. A reply longer than 2 KiB is vetoed as unclear.
 func (r *Rules) Veto(a Action, reply string) (Judgement, bool) {
+	if len(reply) > maxReplyBytes {
+		return Judgement{Verdict: jobs.Hold, Reason: ReasonUnclear}, true
+	}
 	return analyze(a, reply).veto()
 }
 
@@ -99,7 +103,7 @@ func reportsSpeech(an *analysis) bool {
 func (an *analysis) thirdPersonSubject(i int) bool {
 	words := an.u.words
 	w := words[i]
-	if len(an.v.keysOf[w]) == 0 || neutralWords[w] || (w[0] >= '0' && w[0] <= '9') || an.kind[i] == kindApproval || i+1 >= len(words) {
+	if len(an.v.keysOf[w]) == 0 || neutralWords[w] || an.startsNumber(i) || an.kind[i] == kindApproval || i+1 >= len(words) {
 		return false
 	}
 	if thirdPersonVerbs[words[i+1]] {
@@ -201,13 +205,46 @@ func changesArguments(an *analysis) bool {
 		if an.kind[j] == kindUnknown || an.v.swapped(w, words[j]) {
 			return true
 		}
+		if partyPrepositions[w] && personPronouns[words[j]] && !an.v.has(words[j]) {
+			return true
+		}
+	}
+	for i := 0; i+1 < len(words); i++ {
+		if restrictors[words[i]] && an.kind[i+1] != kindApproval && !an.v.toolWords[words[i+1]] &&
+			(an.v.has(words[i+1]) || an.startsNumber(i+1) || valueWords[words[i+1]]) {
+			return true
+		}
 	}
 	return false
 }
 
-// swapped reports whether value, said after the preposition "from" or "to", belongs only to
+// startsNumber reports whether a number starts at words[i].
+func (an *analysis) startsNumber(i int) bool {
+	_, ok := an.numAt[i]
+	return ok
+}
+
+// isIncomplete: the reply ends on a word that needs more ("yes and", "go ahead with the"): the
+// transcript was cut, or the caller was about to add something.
+func isIncomplete(an *analysis) bool {
+	words := an.u.words
+	n := len(words)
+	if n == 0 || !trailingWords[words[n-1]] {
+		return false
+	}
+	// "i do not want to", "we have to": a verb stands in for the action.
+	return !(words[n-1] == "to" && n > 1 && (wantVerbs[words[n-2]] || toVerbs[words[n-2]]))
+}
+
+// toVerbs take "to" and a verb that may be left out ("i have to", "i am going to").
+var toVerbs = wordSet("have going got ought used")
+
+// swapped reports whether value, said after the preposition "from" or "to" ("into", "onto"), belongs only to
 // arguments named for the other direction ("from savings" when savings is the to_account).
 func (v *vocabulary) swapped(prep, value string) bool {
+	if prep == "into" || prep == "onto" {
+		prep = "to"
+	}
 	other := map[string]string{"from": "to", "to": "from"}[prep]
 	if other == "" {
 		return false

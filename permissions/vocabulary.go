@@ -90,7 +90,7 @@ func (v *vocabulary) addString(key, s string) {
 	}
 	for _, g := range currencyGroups {
 		for _, w := range g {
-			if u.has(w) && !sharedCurrencyWords[w] {
+			if u.has(w) {
 				for _, x := range g {
 					v.addWord(x)
 				}
@@ -107,19 +107,27 @@ func (v *vocabulary) addWord(w string) {
 	v.words[stem(w)] = true
 }
 
-// addNumber adds a number and, for an amount with cents, its whole part and its cents ("82.4":
-// "82" and "40"); for a time, its hour, its 12-hour form and its minutes ("19:30": "19", "7",
-// "7:30", "30"), and the words "pm" and "oclock".
+// addNumber adds a number and, for an amount with cents, its whole part, its cents and the words
+// for cents ("82.4": "82", "40", "cents"); for a time, its hour, its 12-hour form, its minutes and
+// the words for the time of day ("19:30": "19", "7", "7:30", "30", "pm", "oclock").
 func (v *vocabulary) addNumber(n string) {
 	v.numbers[n] = true
 	if h, m, ok := strings.Cut(n, ":"); ok {
 		v.numbers[h] = true
 		v.addWord("oclock")
-		v.addWord("pm")
-		if hour, err := strconv.Atoi(h); err == nil && hour > 12 && hour < 24 {
+		hour, err := strconv.Atoi(h)
+		switch {
+		case err != nil:
+		case hour >= 12 && hour < 24:
+			v.addWord("pm")
 			h12 := strconv.Itoa(hour - 12)
+			if hour == 12 {
+				h12 = "12"
+			}
 			v.numbers[h12] = true
 			v.numbers[h12+":"+m] = true
+		case hour < 12:
+			v.addWord("a.m.")
 		}
 		if m != "00" && m != "0" {
 			v.numbers[canonicalNumber(m)] = true
@@ -128,6 +136,9 @@ func (v *vocabulary) addNumber(n string) {
 	}
 	if whole, frac, ok := strings.Cut(n, "."); ok && len(frac) <= 2 {
 		v.numbers[whole] = true
+		for _, w := range []string{"cent", "cents", "pence"} {
+			v.addWord(w)
+		}
 		for len(frac) < 2 {
 			frac += "0"
 		}

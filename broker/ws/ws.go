@@ -39,6 +39,7 @@ type Handler struct {
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
+	wg    sync.WaitGroup
 }
 
 // NewHandler returns the /v1/ws handler of node.
@@ -65,9 +66,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
+	h.wg.Add(1)
+	defer h.wg.Done()
 	cfg := h.node.Config()
 	wc.SetReadLimit(h.opts.HardReadLimit)
-	c := &conn{ws: wc, log: h.opts.Logger, queue: make(chan item, 1), done: make(chan struct{}), stop: make(chan struct{}),
+	c := &conn{ws: wc, log: h.opts.Logger, queue: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}),
 		maxQueued: int64(cfg.Limits.SendQueueBytes), frameLimit: cfg.Limits.MaxFrameBytes}
 	h.track(c, true)
 	defer h.track(c, false)
@@ -98,6 +101,18 @@ func (h *Handler) CloseAll(code int, reason string) {
 	}
 }
 
+// Wait waits until every connection's handler has returned, or ctx ends.
+func (h *Handler) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // item is one entry of a connection's send queue: a text frame, or the close that ends it.
 type item struct {
 	data   []byte
@@ -110,8 +125,8 @@ type item struct {
 type conn struct {
 	ws         *websocket.Conn
 	log        *slog.Logger
-	queue      chan item    // a wake-up for the writer; the items are in pending
-	queued     atomic.Int64 // bytes waiting in queue
+	queue      chan struct{} // a wake-up for the writer; the items are in pending
+	queued     atomic.Int64  // bytes waiting in queue
 	maxQueued  int64
 	frameLimit int
 	closing    atomic.Bool
@@ -154,7 +169,7 @@ func (c *conn) enqueue(it item) {
 	c.pending = append(c.pending, it)
 	c.mu.Unlock()
 	select {
-	case c.queue <- item{}:
+	case c.queue <- struct{}{}:
 	default:
 	}
 }

@@ -1,6 +1,23 @@
 package main
 
-import "net/http"
+import (
+	"log/slog"
+	"net/http"
 
-// routes adds the routes served next to the API: the AsyncAPI document and pages.
-func routes(mux *http.ServeMux) {}
+	"github.com/backchannel-io/backchannel/asyncapi"
+)
+
+// routes adds the routes served next to the API: the AsyncAPI document of every frame
+// (SPEC 16).
+func routes(mux *http.ServeMux) {
+	doc, err := asyncapi.Document()
+	mux.HandleFunc("GET /asyncapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		if err != nil {
+			slog.Error("asyncapi document", "err", err)
+			http.Error(w, `{"code":"internal","message":"the AsyncAPI document could not be built"}`, http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(doc)
+	})
+}

@@ -200,8 +200,8 @@ func serve(args []string) error {
 	}
 	wsh.CloseAll(broker.StatusServiceRestart, "service restart")
 	_ = srv.Shutdown(shutCtx)
+	_ = wsh.Wait(shutCtx) // the last frames and close frames are written
 	cancelRun()
-	time.Sleep(100 * time.Millisecond) // let the last close frames leave
 	return nil
 }
 

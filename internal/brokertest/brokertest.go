@@ -117,6 +117,7 @@ func (b *Broker) Close(end bool) {
 	_ = b.Node.Shutdown(ctx, end)
 	b.wsh.CloseAll(broker.StatusServiceRestart, "service restart")
 	_ = b.srv.Shutdown(ctx)
+	_ = b.wsh.Wait(ctx)
 	b.stop()
 	<-b.done
 }

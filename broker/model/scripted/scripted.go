@@ -1,0 +1,218 @@
+// Package scripted is the deterministic local model of SPEC 19: a rule table that maps caller
+// text to tool calls and replies, and speech that takes real time (about 60 ms per word) as
+// G.711 µ-law audio — a 440 Hz tone, audible either way — with the `mute N` fault knob that
+// makes its next N responses silent. It makes the broker usable and testable with no keys and
+// no network. It hears text only: caller audio is ignored (the broker's own VAD handles it).
+package scripted
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/backchannel-io/backchannel/broker/model"
+	"github.com/backchannel-io/backchannel/internal/g711"
+)
+
+// MSPerWord is how long the scripted model speaks each word.
+const MSPerWord = 60
+
+// Model is the scripted model of one session.
+type Model struct {
+	events model.Events
+
+	mu     sync.Mutex
+	muted  int               // responses left to produce silently
+	calls  map[string]string // the model's tool call ids → tool names
+	seq    int
+	closed bool
+}
+
+// New starts a scripted model reporting to events. It is a model.Factory.
+func New(_ context.Context, _ model.Config, events model.Events) (model.Model, error) {
+	return &Model{events: events, calls: make(map[string]string)}, nil
+}
+
+var (
+	callRule   = regexp.MustCompile(`(?s)^call\s+([A-Za-z0-9_-]+)\s*(.*)$`)
+	cancelRule = regexp.MustCompile(`^cancel\s+(\S+)\s*$`)
+	sayRule    = regexp.MustCompile(`(?s)^say\s+(.+)$`)
+	muteRule   = regexp.MustCompile(`^mute\s+(\d+)\s*$`)
+)
+
+// CallerTurn reacts to a final caller transcript by the grammar of SPEC 19, first match wins.
+func (m *Model) CallerTurn(text string, clarify []string) {
+	t := strings.TrimSpace(text)
+	if g := callRule.FindStringSubmatch(t); g != nil {
+		args := strings.TrimSpace(g[2])
+		if args == "" {
+			args = "{}"
+		}
+		if json.Valid([]byte(args)) {
+			var compact bytes.Buffer
+			_ = json.Compact(&compact, []byte(args))
+			m.toolCall(g[1], compact.Bytes())
+			return
+		}
+	}
+	if g := cancelRule.FindStringSubmatch(t); g != nil {
+		args, _ := json.Marshal(map[string]string{"ref": g[1]})
+		m.toolCall(model.CancelJobTool.Name, args)
+		return
+	}
+	if g := sayRule.FindStringSubmatch(t); g != nil {
+		m.speak(strings.TrimSpace(g[1]))
+		return
+	}
+	if g := muteRule.FindStringSubmatch(t); g != nil {
+		n, _ := strconv.Atoi(g[1])
+		m.mu.Lock()
+		m.muted = n
+		m.mu.Unlock()
+		return
+	}
+	if len(clarify) > 0 {
+		m.speak("Please choose one of: " + strings.Join(clarify, ", ") + ".")
+		return
+	}
+	m.speak("I heard: " + t)
+}
+
+func (m *Model) toolCall(name string, args []byte) {
+	m.mu.Lock()
+	m.seq++
+	id := fmt.Sprintf("sc_call_%d", m.seq)
+	m.calls[id] = name
+	closed := m.closed
+	m.mu.Unlock()
+	if !closed {
+		m.events.ToolCall(id, name, args)
+	}
+}
+
+// Respond voices exactly the request, with the sentences of SPEC 19.
+func (m *Model) Respond(req model.Request) (string, error) {
+	return m.speak(Sentence(req)), nil
+}
+
+// Sentence is what the scripted model says for a request (SPEC 19, and 12 for permissions).
+func Sentence(r model.Request) string {
+	switch r.Kind {
+	case model.HandOff:
+		return "Started " + r.Label + " in the background."
+	case model.Milestone:
+		return "Update on " + r.Label + ": " + asText(r.Segment)
+	case model.InteractionAsk:
+		if len(r.Options) == 0 {
+			return r.Prompt
+		}
+		return r.Prompt + " Options: " + strings.Join(r.Options, ", ") + "."
+	case model.Completion:
+		switch r.State {
+		case "failed":
+			return r.Label + " failed: " + r.Error
+		case "timed_out":
+			return r.Label + " timed out."
+		}
+		return r.Label + " is done: " + asText(r.Output)
+	case model.Inject:
+		return r.Text
+	case model.PermissionAsk:
+		return "Shall I run " + r.Name + " with " + asCompact(r.Args) + "? Please say yes or no."
+	case model.Clarification:
+		return "I need a clear yes or no. Shall I run " + r.Name + " with " + asCompact(r.Args) + "?"
+	case model.Decline:
+		return "OK, I won't run " + r.Name + "."
+	}
+	return r.Text
+}
+
+// asText renders a JSON value the way SPEC 19 says: a string as it is, other JSON compact.
+func asText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return asCompact(raw)
+}
+
+func asCompact(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// speak produces one response saying text: its transcript and its audio, all at once (the
+// broker plays it out in real time), or nothing audible while muted.
+func (m *Model) speak(text string) string {
+	m.mu.Lock()
+	m.seq++
+	id := fmt.Sprintf("sc_resp_%d", m.seq)
+	muted := m.muted > 0
+	if muted {
+		m.muted--
+	}
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return id
+	}
+	m.events.ResponseStarted(id)
+	if !muted {
+		m.events.Transcript(id, text, true)
+		words := max(len(strings.Fields(text)), 1)
+		m.events.Audio(id, g711.Tone(440, words*MSPerWord, 0.3))
+	}
+	m.events.ResponseDone(id, false, nil)
+	return id
+}
+
+// ToolResult speaks an instant result when respond is set: `NAME returned: OUTPUT` (or
+// `NAME failed: ERROR`).
+func (m *Model) ToolResult(callID, output string, isError, respond bool) {
+	m.mu.Lock()
+	name := m.calls[callID]
+	delete(m.calls, callID)
+	m.mu.Unlock()
+	if !respond {
+		return
+	}
+	if isError {
+		m.speak(name + " failed: " + output)
+		return
+	}
+	m.speak(name + " returned: " + output)
+}
+
+// CallerAudio implements model.Model: the scripted model hears text only.
+func (m *Model) CallerAudio([]byte) {}
+
+// SetContext implements model.Model: the scripted model keeps no context.
+func (m *Model) SetContext(model.ContextItem) {}
+
+// Cancel implements model.Model: the response was produced at once; the broker stops playing it.
+func (m *Model) Cancel(string) {}
+
+// SetTools implements model.Model.
+func (m *Model) SetTools([]model.Tool) {}
+
+// SetAutoRespond implements model.Model: the scripted model only answers turns it is given.
+func (m *Model) SetAutoRespond(bool) {}
+
+// Close implements model.Model.
+func (m *Model) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,32 @@
+package permissions
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestZZProbe(t *testing.T) {
+	acts := map[string]Action{
+		"tickets":  {Tool: "buy_tickets", Arguments: json.RawMessage(`{"event":"Coldplay at Wembley","count":2,"section":"floor"}`)},
+		"money":    {Tool: "send_money", Arguments: json.RawMessage(`{"to":"Alice","amount":25,"currency":"USD"}`)},
+		"transfer": {Tool: "transfer_funds", Arguments: json.RawMessage(`{"from_account":"checking","to_account":"savings","amount":500}`)},
+		"meeting":  {Tool: "schedule_meeting", Arguments: json.RawMessage(`{"with":"Dana","date":"2025-06-03","time":"15:00","duration_minutes":30}`)},
+		"pizza":    {Tool: "order_pizza", Arguments: json.RawMessage(`{"size":"large","toppings":["pepperoni","mushrooms"],"quantity":1}`)},
+		"delete":   {Tool: "delete_file", Arguments: json.RawMessage(`{"path":"/home/sam/notes/old-draft.txt"}`)},
+		"flight":   {Tool: "book_flight", Arguments: json.RawMessage(`{"from":"SFO","to":"Paris","date":"2025-06-14","passengers":1}`)},
+		"door":     {Tool: "unlock_door", Arguments: json.RawMessage(`{"door":"front"}`)},
+	}
+	f, _ := os.Open("/tmp/probe.txt")
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, reply, _ := strings.Cut(sc.Text(), "|")
+		j, _ := NewRules().Verify(context.Background(), acts[k], reply)
+		fmt.Printf("%-8s %-8s %-18s %q\n", k, j.Verdict, j.Reason, reply)
+	}
+}
