@@ -25,7 +25,7 @@ func newTextAgent(s *Session, sl *Slot) *textAgent {
 }
 
 func (t *textAgent) handle(f frames.Frame) { t.a.Handle(f) }
-func (t *textAgent) ending()              { t.a.Ending() }
+func (t *textAgent) ending()               { t.a.Ending() }
 
 // Now implements textagent.Env.
 func (t *textAgent) Now() time.Time { return time.Now() }

@@ -17,6 +17,9 @@ func (s *Session) handleChange(c jobs.Change) {
 		return
 	}
 	j := c.Job
+	if s.voice != nil && s.voice.calls[j.CallID] != nil {
+		s.voice.jobChanged(c)
+	}
 	var text *textagent.Agent
 	if s.text != nil && j.ConversationID != "" {
 		text = s.text.a

@@ -56,6 +56,23 @@ func (c *Client) Receive(data []byte) {
 	c.session.post(func() { c.session.handleFrame(c, f) })
 }
 
+// ReceiveAudio takes one binary message of the connection: caller audio (SPEC 17). It does not
+// count toward the frame rate limit.
+func (c *Client) ReceiveAudio(data []byte) {
+	if c.closed.Load() || c.role != frames.RoleCaller {
+		return
+	}
+	chunk := append([]byte(nil), data...)
+	c.session.post(func() {
+		s := c.session
+		if s.ended || c.slot.client != c || s.voice == nil {
+			return
+		}
+		s.voice.callerAudio(chunk)
+		s.voice.m.CallerAudio(chunk)
+	})
+}
+
 // Oversized reports a message the transport refused to read whole (over MaxFrameBytes).
 func (c *Client) Oversized(size int) {
 	lim := &c.session.node.cfg.Limits
@@ -163,7 +180,7 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 		if !ok {
 			return nil, false, unauthorized("unknown api_key")
 		}
-		s, err := n.CreateSession(tenant)
+		s, err := n.CreateSession(tenant, ModelConfig{})
 		if err != nil {
 			return nil, false, frames.Errorf(frames.CodeInternal, "%v", err)
 		}
@@ -242,7 +259,22 @@ func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, 
 	if len(h.Tools) > 0 {
 		s.declare(sl, h.ID, h.Tools)
 	}
+	s.callerUp(sl)
 	return c, nil
+}
+
+// callerUp starts the voice side when the first caller attaches (SPEC 10: a voice session's
+// model starts with its first caller) and frees the floor for it.
+func (s *Session) callerUp(sl *Slot) {
+	if sl != s.caller {
+		return
+	}
+	if s.voice == nil {
+		s.voice = s.startVoice()
+	}
+	if s.voice != nil {
+		s.voice.callerAttached()
+	}
 }
 
 // connect gives slot sl the connection tr: a fresh resume token, and the welcome.
@@ -314,6 +346,7 @@ func (s *Session) resume(h *frames.Hello, tr Transport) (*Client, *frames.Error)
 	if len(h.Tools) > 0 {
 		s.declare(sl, h.ID, h.Tools)
 	}
+	s.callerUp(sl)
 	return c, nil
 }
 
@@ -349,6 +382,9 @@ func (s *Session) dropped(c *Client) {
 	}
 	sl.client = nil
 	sl.detached = time.Now()
+	if sl == s.caller && s.voice != nil {
+		s.voice.callerDetached()
+	}
 	s.node.metrics.connections.Dec()
 	s.record(jobs.KindDisconnect, map[string]any{"slot": sl.id, "role": string(sl.role), "connection_id": c.connID})
 	sl.expiry = s.after(s.node.cfg.ResumeWindow, func() { s.expireSlot(sl) })

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/backchannel-io/backchannel/broker/model"
+	"github.com/backchannel-io/backchannel/broker/model/scripted"
 	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/permissions"
 )
 
 // Config configures a Node. The zero value of a field means its documented default.
@@ -27,6 +30,12 @@ type Config struct {
 	PublicURL string
 	// Logger receives the broker's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Models are the voice models by kind (SPEC 3.1: scripted, openai); default: scripted only.
+	Models map[string]model.Factory
+	// DefaultModel is the kind of a session that names none (SPEC 18 --model; default scripted).
+	DefaultModel string
+	// Verifier judges permission replies (SPEC 12; default the rule-based verifier).
+	Verifier permissions.Verifier
 }
 
 // Limits are the limits of SPEC 2 (all configurable).
@@ -55,6 +64,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Models == nil {
+		c.Models = map[string]model.Factory{"scripted": scripted.New}
+	}
+	if c.DefaultModel == "" {
+		c.DefaultModel = "scripted"
+	}
+	if c.Verifier == nil {
+		c.Verifier = permissions.NewRules()
 	}
 	l := &c.Limits
 	def := func(v *int, d int) {

@@ -35,6 +35,9 @@ func (s *Session) declare(sl *Slot, ref string, decls []frames.ToolDecl) {
 	sl.tools = tools
 	sl.declared = true
 	s.send(sl, &frames.ToolsDeclared{Reply: frames.Reply{Ref: ref}, Names: names})
+	if s.voice != nil {
+		s.voice.declareTools()
+	}
 }
 
 // route finds the slot a new call of tool name goes to: the latest slot that still declares it,
@@ -175,14 +178,14 @@ func (s *Session) interactionUpdate(sl *Slot, f *frames.ToolInteractionUpdate) {
 	s.send(sl, ack)
 }
 
-// inject asks the agent to take a turn (SPEC 8). Voice sessions come with the voice issue; a
-// session without a voice agent rejects it.
-func (s *Session) inject(sl *Slot, f *frames.Inject) {
-	e := frames.Errorf(frames.CodeInjectRejected, "this session has no voice agent to speak the inject")
-	s.sendError(sl, f.ID, e)
-}
+// inject asks the agent to take a turn (SPEC 8).
+func (s *Session) inject(sl *Slot, f *frames.Inject) { s.injectVoice(sl, f) }
 
-// callerText is a caller turn given as text (SPEC 17); it needs the voice agent.
+// callerText is a caller turn given as text (SPEC 17): echoed as the caller's transcript, then
+// treated exactly like a final transcript of speech.
 func (s *Session) callerText(sl *Slot, f *frames.CallerText) {
 	s.send(sl, &frames.Transcript{Role: frames.RoleCaller, Text: f.Text, Final: true})
+	if s.voice != nil && sl == s.caller {
+		s.voice.callerText(f.Text)
+	}
 }

@@ -94,7 +94,15 @@ func (n *Node) createSession(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, frames.CodeBadFrame, `field model.kind must be one of scripted, openai`)
 		return
 	}
-	s, err := n.CreateSession(tenant)
+	var mc ModelConfig
+	if req.Model != nil {
+		mc = *req.Model
+	}
+	if mc.Kind != "" && n.cfg.Models[mc.Kind] == nil {
+		httpError(w, http.StatusBadRequest, frames.CodeBadFrame, "field model.kind "+mc.Kind+" is not configured on this server")
+		return
+	}
+	s, err := n.CreateSession(tenant, mc)
 	if err != nil {
 		httpError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
 		return

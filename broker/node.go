@@ -134,14 +134,16 @@ func (n *Node) endedInfo(id string) *endedSession {
 	return n.ended[id]
 }
 
-// CreateSession creates a session of tenant (POST /v1/sessions, or a hello with only an API key).
-func (n *Node) CreateSession(tenant string) (*Session, error) {
+// CreateSession creates a session of tenant (POST /v1/sessions, or a hello with only an API
+// key) with the model it names (empty: the server's default).
+func (n *Node) CreateSession(tenant string, mc ModelConfig) (*Session, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closing {
 		return nil, errShuttingDown
 	}
 	s := newSession(n, tenant)
+	s.modelCfg = mc
 	n.sessions[s.id] = s
 	n.metrics.sessions.Inc()
 	s.start()

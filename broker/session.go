@@ -31,6 +31,8 @@ type Session struct {
 	text    *textAgent // the text agent's side, once one attached
 	// openJobs counts the session's open jobs made on this node (SPEC 2: 256 at most).
 	openJobs int
+	voice    *voice      // the voice side, once a caller attached
+	modelCfg ModelConfig // the session's model (POST /v1/sessions)
 }
 
 // callOut is where a job's tool_call went: the slot and the seq it got there.
@@ -181,6 +183,9 @@ func (s *Session) end(reason frames.EndReason) {
 		}
 	}
 	s.drainChanges()
+	if s.voice != nil {
+		s.voice.ending()
+	}
 	s.ended = true
 	if s.text != nil {
 		s.text.ending()

@@ -6,6 +6,8 @@ type Transport interface {
 	// Send queues one encoded text frame without blocking. A connection whose queue
 	// overflows is closed as a slow consumer (a drop, not the end of its session).
 	Send(frame []byte)
+	// SendAudio queues one binary message of agent audio (G.711 µ-law) for a caller.
+	SendAudio(chunk []byte)
 	// Close sends what is queued, then closes the connection with the WebSocket status code
 	// and reason (≤ 123 bytes).
 	Close(code int, reason string)

@@ -42,7 +42,8 @@ type Change struct {
 	Event Event
 	// From is the state before the transition ("" for a created job).
 	From State
-	// Job is the job after the transition.
+	// Job is the job after the transition (for a transition that writes no job, the job as it
+	// was checked). It is shared: it must not be modified.
 	Job *Job
 	// Entries are the timeline entries the transition recorded.
 	Entries []Entry

@@ -18,7 +18,7 @@ func (e *Engine) Progress(ctx context.Context, a Addr, note string) error {
 			return nil, err
 		}
 		en := entry(now, KindProgress, j, map[string]any{"note": note})
-		return &plan{t: e.rearm(j, now, nil, en), change: Change{Event: EventProgress}}, nil
+		return &plan{t: e.rearm(j, now, nil, en), change: Change{Event: EventProgress, Job: j}}, nil
 	})
 }
 
@@ -84,7 +84,7 @@ func (e *Engine) PartialResult(ctx context.Context, a Addr, p Partial) (PartialO
 				next.Interaction = &ia
 			}
 		}
-		c := Change{Event: EventPartial, Interaction: out.Interaction, Superseded: out.Superseded}
+		c := Change{Event: EventPartial, Job: j, Interaction: out.Interaction, Superseded: out.Superseded}
 		return &plan{t: e.rearm(j, now, open, entries...), change: c}, nil
 	})
 	return out, err

@@ -123,7 +123,8 @@ func (u *utterance) scan(s string) []rawWord {
 	for i, r := range rs {
 		switch {
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			if len(cur) > 0 && isDigit(cur[len(cur)-1]) != isDigit(r) && cur[len(cur)-1] != '\'' {
+			if last := at(i - 1); len(cur) > 0 && (unicode.IsLetter(last) && isDigit(r) || (isDigit(last) || last == ':' || last == '.' || last == ',') && !isDigit(r)) {
+				// A change between letters and digits ("4pm", "q3", "15th") starts a new word.
 				flush()
 				glued = true
 			}
@@ -180,8 +181,8 @@ func expand(raw []rawWord) ([]string, []int) {
 	var words []string
 	var clause []int
 	for i, w := range raw {
-		if i > 0 && isDigits(raw[i-1].text) {
-			if w.glued && ordinalSuffixes[w.text] {
+		if i > 0 && startsWithDigit(raw[i-1].text) {
+			if w.glued && ordinalSuffixes[w.text] && isDigits(raw[i-1].text) {
 				continue // "15th" is the number 15
 			}
 			if x, ok := numberSuffixes[w.text]; ok && (w.glued || x == "a.m.") {
@@ -310,6 +311,8 @@ func equalWords(a, b []string) bool {
 	}
 	return true
 }
+
+func startsWithDigit(s string) bool { return s != "" && s[0] >= '0' && s[0] <= '9' }
 
 func isDigits(s string) bool {
 	if s == "" {

@@ -46,6 +46,11 @@ func newVocabulary(a Action) *vocabulary {
 // maxDepth bounds how deep newVocabulary walks nested arguments.
 const maxDepth = 16
 
+// maxValueWords: a string argument of more words than this is free text (a message body, a
+// note); its words do not become part of the vocabulary, so "yes, and attach the report" is not
+// approved because the body happens to say "attached".
+const maxValueWords = 6
+
 func (v *vocabulary) addValue(key string, x any, depth int) {
 	if depth > maxDepth {
 		return
@@ -73,6 +78,9 @@ func (v *vocabulary) addValue(key string, x any, depth int) {
 // the month and weekday of an ISO date, the 12-hour form of a time, the words of a currency.
 func (v *vocabulary) addString(key, s string) {
 	u := normalize(notBracketed.Replace(s)) // in a value, "(555)" is not a noise annotation
+	if len(u.words) > maxValueWords {
+		return // free text, such as the body of an email: a caller does not recite it
+	}
 	for _, w := range u.words {
 		v.addWord(w)
 		v.keysOf[w] = append(v.keysOf[w], key)
@@ -107,9 +115,9 @@ func (v *vocabulary) addWord(w string) {
 	v.words[stem(w)] = true
 }
 
-// addNumber adds a number and, for an amount with cents, its whole part, its cents and the words
-// for cents ("82.4": "82", "40", "cents"); for a time, its hour, its 12-hour form, its minutes and
-// the words for the time of day ("19:30": "19", "7", "7:30", "30", "pm", "oclock").
+// addNumber adds a number and, for a time, its hour, its 12-hour form, its minutes and the words
+// for the time of day ("19:30": "19", "7", "7:30", "30", "pm", "oclock"). An amount with cents
+// is only its exact value: "82.4" does not allow "82".
 func (v *vocabulary) addNumber(n string) {
 	v.numbers[n] = true
 	if h, m, ok := strings.Cut(n, ":"); ok {
@@ -133,16 +141,6 @@ func (v *vocabulary) addNumber(n string) {
 			v.numbers[canonicalNumber(m)] = true
 		}
 		return
-	}
-	if whole, frac, ok := strings.Cut(n, "."); ok && len(frac) <= 2 {
-		v.numbers[whole] = true
-		for _, w := range []string{"cent", "cents", "pence"} {
-			v.addWord(w)
-		}
-		for len(frac) < 2 {
-			frac += "0"
-		}
-		v.numbers[canonicalNumber(frac)] = true
 	}
 }
 

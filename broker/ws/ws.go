@@ -116,6 +116,7 @@ func (h *Handler) Wait(ctx context.Context) error {
 // item is one entry of a connection's send queue: a text frame, or the close that ends it.
 type item struct {
 	data   []byte
+	binary bool
 	close  bool
 	code   int
 	reason string
@@ -148,6 +149,18 @@ func (c *conn) Send(frame []byte) {
 		return
 	}
 	c.enqueue(item{data: frame})
+}
+
+// SendAudio implements broker.Transport: agent audio as a binary message.
+func (c *conn) SendAudio(chunk []byte) {
+	if c.closing.Load() {
+		return
+	}
+	if c.queued.Add(int64(len(chunk))) > c.maxQueued {
+		c.queued.Add(-int64(len(chunk)))
+		return // audio that cannot keep up is dropped, never queued without bound
+	}
+	c.enqueue(item{data: chunk, binary: true})
 }
 
 // Close implements broker.Transport: queued frames go first.
@@ -197,7 +210,11 @@ func (c *conn) writeLoop() {
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := c.ws.Write(ctx, websocket.MessageText, it.data)
+			typ := websocket.MessageText
+			if it.binary {
+				typ = websocket.MessageBinary
+			}
+			err := c.ws.Write(ctx, typ, it.data)
 			cancel()
 			c.queued.Add(-int64(len(it.data)))
 			if err != nil {
@@ -241,15 +258,18 @@ func (c *conn) run(node *broker.Node, helloTimeout, heartbeat time.Duration) {
 	}
 	go c.heartbeat(ctx, heartbeat)
 	for {
-		data, size, err := c.read(ctx)
+		data, size, binary, err := c.read(ctx)
 		if err != nil {
 			break
 		}
-		if data == nil {
+		switch {
+		case binary:
+			client.ReceiveAudio(data)
+		case data == nil:
 			client.Oversized(size)
-			continue
+		default:
+			client.Receive(data)
 		}
-		client.Receive(data)
 	}
 	client.Dropped()
 	c.closing.Store(true)
@@ -267,8 +287,8 @@ func (c *conn) readHello(ctx context.Context, timeout time.Duration) ([]byte, er
 	ch := make(chan res, 1)
 	go func() {
 		for {
-			data, _, err := c.read(ctx)
-			if err != nil || data != nil {
+			data, _, binary, err := c.read(ctx)
+			if err != nil || (data != nil && !binary) {
 				ch <- res{data, err}
 				return
 			}
@@ -282,35 +302,30 @@ func (c *conn) readHello(ctx context.Context, timeout time.Duration) ([]byte, er
 	}
 }
 
-// read returns the next text message; a message over the frame limit is discarded as it
-// arrives and reported with data nil and its size. Binary messages (caller audio) are
-// skipped until the voice path takes them.
-func (c *conn) read(ctx context.Context) ([]byte, int, error) {
-	for {
-		typ, r, err := c.ws.Reader(ctx)
-		if err != nil {
-			return nil, 0, err
-		}
-		if typ == websocket.MessageBinary {
-			if _, err := io.Copy(io.Discard, r); err != nil {
-				return nil, 0, err
-			}
-			continue
-		}
-		var buf bytes.Buffer
-		n, err := io.Copy(&buf, io.LimitReader(r, int64(c.frameLimit)+1))
-		if err != nil {
-			return nil, 0, err
-		}
-		if n > int64(c.frameLimit) {
-			rest, err := io.Copy(io.Discard, r)
-			if err != nil {
-				return nil, 0, err
-			}
-			return nil, int(n + rest), nil
-		}
-		return buf.Bytes(), int(n), nil
+// read returns the next message: a text frame, or (binary) caller audio. A message over the
+// frame limit is discarded as it arrives and reported with data nil and its size.
+func (c *conn) read(ctx context.Context) (data []byte, size int, binary bool, err error) {
+	typ, r, err := c.ws.Reader(ctx)
+	if err != nil {
+		return nil, 0, false, err
 	}
+	binary = typ == websocket.MessageBinary
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(r, int64(c.frameLimit)+1))
+	if err != nil {
+		return nil, 0, binary, err
+	}
+	if n > int64(c.frameLimit) {
+		rest, err := io.Copy(io.Discard, r)
+		if err != nil {
+			return nil, 0, binary, err
+		}
+		if binary {
+			return nil, int(n + rest), true, nil // an oversized audio message is dropped
+		}
+		return nil, int(n + rest), false, nil
+	}
+	return buf.Bytes(), int(n), binary, nil
 }
 
 // heartbeat pings every interval; two missed pongs in a row drop the transport.

@@ -22,6 +22,10 @@ import (
 // MSPerWord is how long the scripted model speaks each word.
 const MSPerWord = 60
 
+// MinSpeechMS is the shortest speech of a response: even "OK." is audible for longer than the
+// 200 ms that make a narration delivered (SPEC 8).
+const MinSpeechMS = 300
+
 // Model is the scripted model of one session.
 type Model struct {
 	events model.Events
@@ -170,8 +174,8 @@ func (m *Model) speak(text string) string {
 	m.events.ResponseStarted(id)
 	if !muted {
 		m.events.Transcript(id, text, true)
-		words := max(len(strings.Fields(text)), 1)
-		m.events.Audio(id, g711.Tone(440, words*MSPerWord, 0.3))
+		ms := max(len(strings.Fields(text))*MSPerWord, MinSpeechMS)
+		m.events.Audio(id, g711.Tone(440, ms, 0.3))
 	}
 	m.events.ResponseDone(id, false, nil)
 	return id

@@ -1,0 +1,147 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/backchannel-io/backchannel/broker/model"
+	"github.com/backchannel-io/backchannel/broker/model/scripted"
+	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/narration"
+	"github.com/backchannel-io/backchannel/permissions"
+)
+
+// permission is the open spoken-permission ask of a voice session (SPEC 12): one at a time,
+// first in, first out. The caller's reply goes only to the verifier, never to the model.
+type permission struct {
+	v      *voice
+	vc     *voiceCall
+	callID string
+
+	phase       permPhase
+	responseID  string    // the ask (or clarification) being spoken
+	ask         string    // the final transcript of the ask
+	endedAt     time.Time // when the ask ended: the reply's speech must start after it
+	speechStart time.Time // when the caller's current turn started
+}
+
+type permPhase int
+
+const (
+	permQueued   permPhase = iota // the ask waits for the floor
+	permAsking                    // the ask is being spoken
+	permAwaiting                  // the ask ended; the next caller turn is judged
+)
+
+// askPermission queues the job's permission ask, or waits for the open one to finish.
+func (v *voice) askPermission(vc *voiceCall, j *jobs.Job) {
+	v.permQueue = append(v.permQueue, vc)
+	if v.perm == nil {
+		v.nextPermission()
+	}
+}
+
+// nextPermission opens the next waiting permission ask.
+func (v *voice) nextPermission() {
+	v.perm = nil
+	for len(v.permQueue) > 0 {
+		vc := v.permQueue[0]
+		v.permQueue = v.permQueue[1:]
+		if v.calls[vc.brokerID] == nil {
+			continue // the job ended meanwhile
+		}
+		p := &permission{v: v, vc: vc, callID: vc.brokerID}
+		v.perm = p
+		v.m.SetAutoRespond(false)
+		p.queueAsk(model.PermissionAsk)
+		return
+	}
+	v.m.SetAutoRespond(true)
+}
+
+// queueAsk queues the ask, or the clarification after a hold, ahead of everything else.
+func (p *permission) queueAsk(kind model.Kind) {
+	p.phase = permQueued
+	p.v.queueItem(&narration.Item{Kind: narration.PermissionAsk, CallID: p.callID, Attempt: 1,
+		Payload: &itemData{req: model.Request{Kind: kind, Name: p.vc.name, Args: p.vc.args}}})
+}
+
+// asking: the ask's response was requested.
+func (p *permission) asking(responseID string) {
+	p.phase = permAsking
+	p.responseID = responseID
+}
+
+// askEnded: the ask left the floor; permission_timeout counts from now (SPEC 12).
+func (p *permission) askEnded(r *response, audible bool) {
+	if r.id != p.responseID {
+		return
+	}
+	p.ask = r.text
+	p.endedAt = time.Now()
+	p.phase = permAwaiting
+	s := p.v.s
+	if err := s.engine().PermissionAsked(s.ctx(), s.addr(p.callID), p.endedAt); err != nil {
+		s.node.log.Warn("broker: permission clock", "call_id", p.callID, "err", err)
+	}
+}
+
+// speechStarted notes when the caller's turn began.
+func (p *permission) speechStarted() { p.speechStart = time.Now() }
+
+// judges takes a final caller transcript if it is the ask's reply: the first turn whose speech
+// started after the ask ended, or a turn that interrupted the ask (which can at most hold).
+func (p *permission) judges(text string) bool {
+	switch p.phase {
+	case permQueued:
+		return false
+	case permAsking:
+		p.judge(text, true)
+		return true
+	}
+	interrupting := !p.endedAt.IsZero() && p.speechStart.Before(p.endedAt)
+	p.judge(text, interrupting)
+	return true
+}
+
+// judge asks the verifier and applies its verdict (SPEC 12).
+func (p *permission) judge(reply string, interrupting bool) {
+	s := p.v.s
+	ask := p.ask
+	if ask == "" {
+		// The model gave no transcript (a muted ask): record the sentence it was asked to say.
+		ask = scripted.Sentence(model.Request{Kind: model.PermissionAsk, Name: p.vc.name, Args: p.vc.args})
+	}
+	j, err := s.node.cfg.Verifier.Verify(s.ctx(), permissions.Action{Tool: p.vc.name, Arguments: p.vc.args, Ask: ask}, reply)
+	if err != nil {
+		s.node.log.Warn("broker: permission verifier", "call_id", p.callID, "err", err)
+	}
+	if j.Verdict == jobs.Approve && interrupting {
+		j = permissions.Judgement{Verdict: jobs.Hold, Reason: "interrupted_ask"}
+	}
+	if j.Verdict == "" {
+		j.Verdict = jobs.Hold
+	}
+	d := jobs.Decision{Verdict: j.Verdict, Reason: j.Reason, Transcript: reply, Ask: ask}
+	if err := s.engine().Permission(s.ctx(), s.addr(p.callID), d); err != nil {
+		s.node.log.Warn("broker: recording a permission decision", "call_id", p.callID, "err", err)
+		p.v.nextPermission()
+		return
+	}
+	switch j.Verdict {
+	case jobs.Approve:
+		p.v.nextPermission() // dispatched with no extra speech
+	case jobs.Decline:
+		p.v.queueItem(&narration.Item{Kind: narration.PermissionAsk, CallID: p.callID, Attempt: 1,
+			Payload: &itemData{req: model.Request{Kind: model.Decline, Name: p.vc.name, Args: p.vc.args}}})
+		p.v.nextPermission()
+	default:
+		p.queueAsk(model.Clarification)
+	}
+}
+
+// closed: the job ended while its ask was open (timeout, cancel, session end).
+func (p *permission) closed() {
+	if p.v.perm == p {
+		p.v.nextPermission()
+	}
+}

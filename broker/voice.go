@@ -1,0 +1,623 @@
+package broker
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/backchannel-io/backchannel/broker/model"
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/internal/g711"
+	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/narration"
+)
+
+// voice is the voice side of a session with a caller (SPEC 8, 9, 11, 12, 17): the model, the
+// floor and the narration queue, the responses being played to the caller in real time, and
+// the jobs the model's tool calls started. Everything runs on the session's event loop.
+type voice struct {
+	s     *Session
+	m     model.Model
+	queue narration.Queue
+	floor narration.Floor
+	vad   vad
+
+	playing []*response // responses in flight, the first one playing
+	ticker  *time.Ticker
+	tickEnd chan struct{}
+	wake    *time.Timer // the next time the floor may become free, or an item may expire
+
+	calls     map[string]*voiceCall // by broker call id
+	byModel   map[string]*voiceCall // by the model's call id
+	asks      map[string]*ask       // open interactions of voice jobs, by interaction id
+	asked     int                   // counts asks that started speaking (recency)
+	perm      *permission           // the permission ask being judged, if any
+	permQueue []*voiceCall          // jobs waiting for their permission ask
+	maxWait   time.Duration
+}
+
+// voiceCall is a call the voice model made of a host tool.
+type voiceCall struct {
+	modelID  string
+	brokerID string
+	name     string
+	args     json.RawMessage
+	label    string // the status_label once deferred, else the tool name
+	deferred bool
+	answered bool // the model got the call's function output
+	state    jobs.State
+	handle   string
+	notify   bool
+}
+
+// ask is an open interaction of a voice job (SPEC 9).
+type ask struct {
+	id        string
+	callID    string
+	prompt    string
+	options   []string
+	attempts  int       // attempts queued so far
+	askedSeq  int       // when its narration last started speaking (0: never)
+	delivered time.Time // when an attempt was last delivered
+	item      *narration.Item
+	reask     *time.Timer
+}
+
+// response is one model response, played to the caller in real time.
+type response struct {
+	id          string
+	item        *narration.Item // the narration it voices; nil for the model's own responses
+	frames      [][]byte        // audio not yet played
+	playout     narration.Playout
+	modelDone   bool
+	failed      error
+	interrupted bool
+	text        string
+}
+
+// itemData is what an item needs to be voiced.
+type itemData struct {
+	req    model.Request
+	handle string
+	inject string // the inject frame's id, for an inject
+	slot   string // the slot that sent an inject
+}
+
+// maxNarrationWait is SPEC 8's narration_max_wait_ms default.
+const maxNarrationWait = 60 * time.Second
+
+// startVoice starts the session's model when its first caller attaches (SPEC 10).
+func (s *Session) startVoice() *voice {
+	v := &voice{s: s, calls: make(map[string]*voiceCall), byModel: make(map[string]*voiceCall),
+		asks: make(map[string]*ask), maxWait: maxNarrationWait}
+	v.floor.Grace = narration.DefaultGrace
+	factory := s.node.cfg.Models[s.modelKind()]
+	if factory == nil {
+		s.node.log.Error("broker: no model for the session", "session", s.id, "kind", s.modelKind())
+		return nil
+	}
+	m, err := factory(s.node.ctx, model.Config{Kind: s.modelKind(), Instructions: s.modelCfg.Instructions, Voice: s.modelCfg.Voice}, &modelEvents{s: s})
+	if err != nil {
+		s.node.log.Error("broker: starting the model", "session", s.id, "err", err)
+		s.record(jobs.KindNotice, map[string]any{"text": "model failed to start", "error": err.Error()})
+		return nil
+	}
+	v.m = m
+	v.declareTools()
+	return v
+}
+
+// modelKind is the session's model kind (SPEC 3.1: absent means the server's --model).
+func (s *Session) modelKind() string {
+	if s.modelCfg.Kind != "" {
+		return s.modelCfg.Kind
+	}
+	return s.node.cfg.DefaultModel
+}
+
+// declareTools tells the model the session's tools plus cancel_job.
+func (v *voice) declareTools() {
+	seen := map[string]bool{}
+	var tools []model.Tool
+	for _, sl := range v.s.slots {
+		for name, t := range sl.tools {
+			if !seen[name] {
+				seen[name] = true
+				tools = append(tools, model.Tool{Name: name, Description: t.Decl.Description, Parameters: t.Decl.Parameters})
+			}
+		}
+	}
+	v.m.SetTools(append(tools, model.CancelJobTool))
+}
+
+// callerAttached / callerDetached move the floor (SPEC 8: free only with a caller attached).
+func (v *voice) callerAttached() {
+	v.floor.CallerAttached = true
+	v.pump()
+}
+
+func (v *voice) callerDetached() {
+	v.floor.CallerAttached = false
+	v.floor.CallerSpeaking = false
+	v.vad = vad{}
+	// What is playing can reach nobody now.
+	for _, r := range v.playing {
+		r.frames = nil
+	}
+}
+
+// callerText is a caller turn given as text (SPEC 17): speech started, transcript, speech
+// stopped.
+func (v *voice) callerText(text string) {
+	v.speechStarted()
+	v.speechStopped()
+	v.finalTranscript(text)
+}
+
+// callerAudio takes 20 ms of caller audio: the broker's VAD drives the floor and barge-in;
+// the model gets the audio too.
+func (v *voice) callerAudio(chunk []byte) {
+	for len(chunk) > 0 {
+		n := min(len(chunk), g711.SamplesPer20ms)
+		switch v.vad.feed(chunk[:n]) {
+		case +1:
+			v.speechStarted()
+		case -1:
+			v.speechStopped()
+		}
+		chunk = chunk[n:]
+	}
+}
+
+// speechStarted: the caller speaks. A response in flight is barged in on (SPEC 8).
+func (v *voice) speechStarted() {
+	v.floor.CallerSpeaking = true
+	if v.perm != nil {
+		v.perm.speechStarted()
+	}
+	for _, r := range v.playing {
+		if !r.interrupted {
+			r.interrupted = true
+			r.frames = nil
+			v.m.Cancel(r.id)
+		}
+	}
+	v.settle()
+}
+
+// speechStopped: the floor frees after the grace period.
+func (v *voice) speechStopped() {
+	v.floor.CallerSpeaking = false
+	v.floor.SpeechStopped = time.Now()
+	v.pump()
+}
+
+// finalTranscript routes a final caller transcript: to the permission verifier while an ask
+// waits for its reply (SPEC 12), else to the most recently asked open interaction when it
+// answers it (SPEC 9), else to the model as a turn.
+func (v *voice) finalTranscript(text string) {
+	if v.perm != nil && v.perm.judges(text) {
+		return
+	}
+	if a := v.latestAsk(); a != nil {
+		option, ok := jobs.MatchAnswer(text, a.options)
+		if !ok {
+			v.m.CallerTurn(text, a.options)
+			return
+		}
+		v.answer(a, option, text)
+		return
+	}
+	v.m.CallerTurn(text, nil)
+}
+
+// latestAsk is the most recently asked open interaction.
+func (v *voice) latestAsk() *ask {
+	var best *ask
+	for _, a := range v.asks {
+		if a.askedSeq > 0 && (best == nil || a.askedSeq > best.askedSeq) {
+			best = a
+		}
+	}
+	return best
+}
+
+// queueItem queues a narration item (reporting queued) and tries to speak.
+func (v *voice) queueItem(it *narration.Item) {
+	it.Queued = time.Now()
+	if old := v.queue.Push(it); old != nil {
+		v.lifecycle(old, "skipped", "")
+	}
+	v.lifecycle(it, "queued", "")
+	v.pump()
+}
+
+// pump starts the next queued item when the floor is free (SPEC 8).
+func (v *voice) pump() {
+	if v.s.ended || v.m == nil {
+		return
+	}
+	v.expire()
+	now := time.Now()
+	for v.queue.Len() > 0 && v.floor.Free(now) {
+		it := v.queue.Pop()
+		d := it.Payload.(*itemData)
+		id, err := v.m.Respond(d.req)
+		if err != nil {
+			v.attemptEnded(it, narration.ModelFailed, false, "")
+			continue
+		}
+		it.Spoken++
+		r := v.responseFor(id)
+		r.item = it
+		v.floor.InFlight = true
+		if a := v.askOf(it); a != nil {
+			v.asked++
+			a.askedSeq = v.asked
+		}
+		if p := v.perm; p != nil && p.callID == it.CallID && (d.req.Kind == model.PermissionAsk || d.req.Kind == model.Clarification) {
+			p.asking(id)
+		}
+		v.lifecycle(it, "speaking", id)
+		v.settle()
+		return
+	}
+	v.settle()
+}
+
+// settle arms the wake-up for the next moment the floor may free or an item may expire.
+func (v *voice) settle() {
+	if v.wake != nil {
+		v.wake.Stop()
+		v.wake = nil
+	}
+	if v.queue.Len() == 0 {
+		return
+	}
+	now := time.Now()
+	next := v.queue.Oldest().Add(v.maxWait)
+	if at := v.floor.FreeAt(); at.After(now) && at.Before(next) {
+		next = at
+	}
+	v.wake = v.s.after(max(next.Sub(now), time.Millisecond), v.pump)
+}
+
+// expire ends the attempts of items that waited longer than the maximum (SPEC 8: floor_timeout).
+func (v *voice) expire() {
+	deadline := time.Now().Add(-v.maxWait)
+	for _, it := range v.queue.Remove(func(it *narration.Item) bool { return it.Queued.Before(deadline) }) {
+		v.attemptEnded(it, narration.NoFloor, false, "")
+	}
+}
+
+// responseFor returns the response with id, starting to track it if it is new.
+func (v *voice) responseFor(id string) *response {
+	for _, r := range v.playing {
+		if r.id == id {
+			return r
+		}
+	}
+	r := &response{id: id}
+	v.playing = append(v.playing, r)
+	v.floor.InFlight = true
+	return r
+}
+
+// lifecycle reports a narration state to the job's host (SPEC 8), for kinds that have one.
+func (v *voice) lifecycle(it *narration.Item, state, responseID string) {
+	if !it.Kind.Lifecycle() {
+		return
+	}
+	d := it.Payload.(*itemData)
+	f := &frames.ToolJobNarration{CallID: it.CallID, Handle: d.handle, Kind: narrationKind(it.Kind),
+		State: frames.NarrationState(state), Attempt: it.Attempt, ResponseID: responseID}
+	if it.Kind == narration.InteractionAsk {
+		f.InteractionID = it.Key
+	}
+	v.s.sendToJobHost(it.CallID, f)
+	switch state {
+	case "delivered", "failed", "interrupted", "skipped", "stopped":
+		v.s.record(jobs.KindNarration, map[string]any{"kind": string(f.Kind), "state": state, "attempt": it.Attempt,
+			"response_id": responseID, "interaction_id": f.InteractionID, "call_id": it.CallID})
+	}
+}
+
+func narrationKind(k narration.Kind) frames.NarrationKind {
+	switch k {
+	case narration.InteractionAsk:
+		return frames.NarrationInteraction
+	case narration.Completion:
+		return frames.NarrationCompletion
+	}
+	return frames.NarrationMilestone
+}
+
+// ---------------------------------------------------------------------------------------------
+// model events
+
+// modelEvents posts a model's events to its session's event loop.
+type modelEvents struct{ s *Session }
+
+func (e *modelEvents) on(fn func(v *voice)) {
+	s := e.s
+	s.post(func() {
+		if s.voice != nil && !s.ended {
+			fn(s.voice)
+		}
+	})
+}
+
+// SpeechStarted implements model.Events.
+func (e *modelEvents) SpeechStarted() { e.on(func(v *voice) { v.speechStarted() }) }
+
+// SpeechStopped implements model.Events.
+func (e *modelEvents) SpeechStopped() { e.on(func(v *voice) { v.speechStopped() }) }
+
+// CallerTranscript implements model.Events: a final transcript is a caller turn.
+func (e *modelEvents) CallerTranscript(text string, final bool) {
+	e.on(func(v *voice) {
+		if final {
+			v.s.toCaller(&frames.Transcript{Role: frames.RoleCaller, Text: text, Final: true})
+			v.finalTranscript(text)
+		}
+	})
+}
+
+// ResponseStarted implements model.Events.
+func (e *modelEvents) ResponseStarted(id string) { e.on(func(v *voice) { v.responseFor(id) }) }
+
+// Audio implements model.Events: the audio is cut into 20 ms frames and played in real time.
+func (e *modelEvents) Audio(id string, chunk []byte) {
+	e.on(func(v *voice) {
+		r := v.responseFor(id)
+		if r.interrupted || !v.floor.CallerAttached {
+			return
+		}
+		for len(chunk) > 0 {
+			n := min(len(chunk), g711.SamplesPer20ms)
+			r.frames = append(r.frames, chunk[:n])
+			chunk = chunk[n:]
+		}
+		v.play()
+	})
+}
+
+// Transcript implements model.Events: the caller sees the agent's words (SPEC 17).
+func (e *modelEvents) Transcript(id, text string, final bool) {
+	e.on(func(v *voice) {
+		r := v.responseFor(id)
+		if final {
+			r.text = text
+			r.playout.Text = text != ""
+		}
+		v.s.toCaller(&frames.Transcript{Role: frames.RoleAgent, Text: text, ResponseID: id, Final: final})
+	})
+}
+
+// ResponseDone implements model.Events.
+func (e *modelEvents) ResponseDone(id string, cancelled bool, err error) {
+	e.on(func(v *voice) {
+		r := v.responseFor(id)
+		r.modelDone = true
+		r.failed = err
+		if cancelled {
+			r.interrupted = true
+		}
+		v.play()
+	})
+}
+
+// ToolCall implements model.Events.
+func (e *modelEvents) ToolCall(callID, name string, args json.RawMessage) {
+	e.on(func(v *voice) { v.toolCall(callID, name, args) })
+}
+
+// Error implements model.Events.
+func (e *modelEvents) Error(err error) {
+	s := e.s
+	s.post(func() {
+		s.record(jobs.KindNotice, map[string]any{"text": "model error", "error": err.Error()})
+	})
+}
+
+// ---------------------------------------------------------------------------------------------
+// playing responses in real time
+
+// play plays the first response in flight: one 20 ms frame per tick (SPEC 8: agent audio is
+// paced to the caller in real time, so a burst does not end a response early). A response is
+// in flight until its last frame was sent.
+func (v *voice) play() {
+	for len(v.playing) > 0 {
+		r := v.playing[0]
+		if len(r.frames) > 0 {
+			v.startTicker()
+			return
+		}
+		if !r.modelDone && !r.interrupted {
+			v.stopTicker()
+			return // waiting for more audio or the end
+		}
+		if r.interrupted && !r.modelDone {
+			// Barged in: the model was told to cancel; the response ends now for the floor.
+			r.modelDone = true
+		}
+		v.playing = v.playing[1:]
+		v.finish(r)
+	}
+	v.stopTicker()
+	v.floor.InFlight = false
+	v.pump()
+}
+
+func (v *voice) startTicker() {
+	if v.ticker != nil {
+		return
+	}
+	v.ticker = time.NewTicker(20 * time.Millisecond)
+	end := make(chan struct{})
+	v.tickEnd = end
+	t := v.ticker
+	s := v.s
+	go func() {
+		for {
+			select {
+			case <-end:
+				return
+			case <-t.C:
+				s.post(func() {
+					if s.voice == v && v.ticker == t {
+						v.tick()
+					}
+				})
+			}
+		}
+	}()
+	v.tick() // the first frame goes at once
+}
+
+func (v *voice) stopTicker() {
+	if v.ticker != nil {
+		v.ticker.Stop()
+		close(v.tickEnd)
+		v.ticker, v.tickEnd = nil, nil
+	}
+}
+
+// tick sends the next frame of the playing response to the caller.
+func (v *voice) tick() {
+	if len(v.playing) == 0 {
+		v.stopTicker()
+		return
+	}
+	r := v.playing[0]
+	if len(r.frames) > 0 {
+		f := r.frames[0]
+		r.frames = r.frames[1:]
+		if v.s.caller != nil && v.s.caller.client != nil {
+			v.s.caller.client.tr.SendAudio(f)
+			r.playout.Add(f)
+		}
+	}
+	if len(r.frames) == 0 {
+		v.play()
+	}
+}
+
+// finish decides what a response that left the floor did for its narration (SPEC 8).
+func (v *voice) finish(r *response) {
+	it := r.item
+	if it == nil {
+		return
+	}
+	audible := r.playout.Delivered(false)
+	ending := narration.Played
+	switch {
+	case r.interrupted:
+		ending = narration.Interrupted
+	case r.failed != nil:
+		ending = narration.ModelFailed
+	}
+	if it.Kind == narration.PermissionAsk && v.perm != nil {
+		v.perm.askEnded(r, audible)
+	}
+	v.attemptEnded(it, ending, audible, r.id)
+}
+
+// attemptEnded reports an attempt's end and retries or gives up by the failure contract.
+func (v *voice) attemptEnded(it *narration.Item, e narration.Ending, audible bool, responseID string) {
+	o := narration.Decide(it, e, audible)
+	v.lifecycle(it, o.State, responseID)
+	switch it.Kind {
+	case narration.Completion:
+		switch {
+		case o.Retry:
+			v.retry(it)
+		case o.Failed:
+			v.deliveryFailed(it, o.Reason)
+		}
+	case narration.InteractionAsk:
+		a := v.askOf(it)
+		if a == nil {
+			return
+		}
+		a.item = nil
+		if o.Counted {
+			a.delivered = time.Now()
+			v.armReask(a)
+		} else if o.Retry {
+			v.queueAsk(a)
+		}
+	}
+}
+
+// retry queues the next attempt of an item.
+func (v *voice) retry(it *narration.Item) {
+	next := *it
+	next.Attempt++
+	v.queueItem(&next)
+}
+
+// deliveryFailed is the terminal frame of a completion that could not be voiced (SPEC 8).
+func (v *voice) deliveryFailed(it *narration.Item, reason narration.Reason) {
+	d := it.Payload.(*itemData)
+	v.s.sendToJobHost(it.CallID, &frames.ToolJobDeliveryFailed{CallID: it.CallID, Handle: d.handle,
+		Attempts: it.Spoken, Reason: frames.DeliveryFailureReason(reason)})
+	v.s.record(jobs.KindDeliveryFailed, map[string]any{"call_id": it.CallID, "attempts": it.Spoken, "reason": string(reason)})
+}
+
+// ending runs when the session ends (SPEC 8): a completion still queued (or being spoken)
+// gets tool_job_delivery_failed session_ended, an unspoken inject gets inject_rejected
+// (retryable false) — both before session.ended.
+func (v *voice) ending() {
+	v.stopTicker()
+	if v.wake != nil {
+		v.wake.Stop()
+	}
+	for _, a := range v.asks {
+		if a.reask != nil {
+			a.reask.Stop()
+		}
+	}
+	var pending []*narration.Item
+	for _, r := range v.playing {
+		if r.item != nil {
+			pending = append(pending, r.item)
+		}
+	}
+	v.playing = nil
+	pending = append(pending, v.queue.Remove(func(*narration.Item) bool { return true })...)
+	for _, it := range pending {
+		switch it.Kind {
+		case narration.Completion:
+			v.deliveryFailed(it, narration.SessionEnded)
+		case narration.Inject:
+			d := it.Payload.(*itemData)
+			e := frames.Errorf(frames.CodeInjectRejected, "the session ended before the inject was spoken")
+			e.Ref = d.inject
+			if sl := v.s.slots[d.slot]; sl != nil {
+				v.s.send(sl, e)
+			}
+			v.s.record(jobs.KindInjectRejected, map[string]any{"text": d.req.Text, "retryable": false})
+		}
+	}
+	if v.m != nil {
+		_ = v.m.Close()
+	}
+}
+
+// toCaller sends a frame to the caller's slot.
+func (s *Session) toCaller(f frames.Frame) {
+	if s.caller != nil {
+		s.send(s.caller, f)
+	}
+}
+
+// sendToJobHost sends a frame to the slot serving a job.
+func (s *Session) sendToJobHost(callID string, f frames.Frame) {
+	j, err := s.engine().Lookup(s.ctx(), s.addr(callID))
+	if err != nil {
+		return
+	}
+	if sl := s.slots[j.Slot]; sl != nil {
+		s.send(sl, f)
+	}
+}

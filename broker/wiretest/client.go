@@ -1,0 +1,497 @@
+// Package wiretest is the black-box integration suite of the broker: it runs a real broker on
+// loopback (internal/brokertest), over the memory store and over a private Redis, and drives it
+// only through its wire protocol — WebSocket frames at /v1/ws and the HTTP API — the way any
+// client would (SPEC 2–7, 10, 11, 13, 16).
+//
+// This file is the test client: Conn dials /v1/ws keeping the TCP connection (so a test can cut
+// it abruptly), queues every frame it receives on a reader goroutine, and checks on the fly that
+// the seq of every frame after the welcome is consecutive.
+package wiretest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/backchannel-io/backchannel/frames"
+)
+
+// DefaultTimeout bounds every Expect.
+const DefaultTimeout = 10 * time.Second
+
+// Frame is one frame received from the broker.
+type Frame struct {
+	Type string
+	Raw  []byte
+	M    map[string]any // the decoded object (numbers as json.Number)
+	At   time.Time      // when it arrived
+}
+
+// ParseFrame decodes one received message. A message that is not a JSON object gets Type "".
+func ParseFrame(data []byte) Frame {
+	f := Frame{Raw: append([]byte(nil), data...), At: time.Now()}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&f.M); err == nil && f.M != nil {
+		f.Type, _ = f.M["type"].(string)
+	}
+	return f
+}
+
+// Has reports whether the frame has member k.
+func (f Frame) Has(k string) bool { _, ok := f.M[k]; return ok }
+
+// Str returns member k as a string ("" when absent or not a string).
+func (f Frame) Str(k string) string { s, _ := f.M[k].(string); return s }
+
+// Int returns member k as an integer (0 when absent or not an integer).
+func (f Frame) Int(k string) int64 {
+	n, ok := f.M[k].(json.Number)
+	if !ok {
+		return 0
+	}
+	v, _ := n.Int64()
+	return v
+}
+
+// Bool returns member k as a bool (false when absent or not a bool).
+func (f Frame) Bool(k string) bool { b, _ := f.M[k].(bool); return b }
+
+// Obj returns member k as an object (nil when absent or not an object).
+func (f Frame) Obj(k string) map[string]any { m, _ := f.M[k].(map[string]any); return m }
+
+// Arr returns member k as an array (nil when absent or not an array).
+func (f Frame) Arr(k string) []any { a, _ := f.M[k].([]any); return a }
+
+// Compact returns member k re-encoded as compact JSON ("" when absent).
+func (f Frame) Compact(k string) string {
+	v, ok := f.M[k]
+	if !ok {
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// String is the frame as received.
+func (f Frame) String() string { return string(f.Raw) }
+
+// Match tells whether a frame is the one a test waits for.
+type Match func(Frame) bool
+
+// Type matches frames of type typ.
+func Type(typ string) Match { return func(f Frame) bool { return f.Type == typ } }
+
+// TypeWith matches frames of type typ whose string members equal kv (key, value, key, value...).
+func TypeWith(typ string, kv ...string) Match {
+	return func(f Frame) bool {
+		if f.Type != typ {
+			return false
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if f.Str(kv[i]) != kv[i+1] {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// Error matches error frames with code.
+func Error(code string) Match { return TypeWith("error", "code", code) }
+
+// Any matches every frame.
+func Any(Frame) bool { return true }
+
+// asMatch turns a type string, a Match or a func(Frame) bool into a Match.
+func asMatch(m any) Match {
+	switch m := m.(type) {
+	case string:
+		return Type(m)
+	case Match:
+		return m
+	case func(Frame) bool:
+		return m
+	}
+	panic(fmt.Sprintf("wiretest: %T is not a frame type or a Match", m))
+}
+
+// Conn is one WebSocket connection to the broker, with everything it received.
+type Conn struct {
+	t    testing.TB
+	Name string
+	// Welcome is the welcome the last Hello got (zero until then).
+	Welcome Frame
+	ws      *websocket.Conn
+	tcp     net.Conn
+	hc      *http.Client
+
+	mu       sync.Mutex
+	queue    []Frame // received, not yet taken by Expect
+	history  []Frame // everything received, in order
+	notify   chan struct{}
+	welcomed bool
+	nextSeq  int64 // the seq the next frame after the welcome must carry
+	lastSeq  int64
+	seqErrs  []string
+	done     chan struct{} // closed when the reader stopped
+	closeErr error
+	status   websocket.StatusCode
+}
+
+// Dial opens a WebSocket connection to wsURL (ws://HOST:PORT/v1/ws) without sending anything.
+// The connection is closed when the test ends; seq errors found on it fail the test.
+func Dial(t testing.TB, wsURL, name string) *Conn {
+	t.Helper()
+	c, err := DialErr(t, wsURL, name)
+	if err != nil {
+		t.Fatalf("%s: dial %s: %v", name, wsURL, err)
+	}
+	return c
+}
+
+// DialErr is Dial returning the error (for goroutines that must not call t.Fatal).
+func DialErr(t testing.TB, wsURL, name string) (*Conn, error) {
+	c := &Conn{t: t, Name: name, notify: make(chan struct{}), done: make(chan struct{}), nextSeq: 1}
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nc, err := dialer.DialContext(ctx, network, addr)
+			if err == nil {
+				c.mu.Lock()
+				c.tcp = nc
+				c.mu.Unlock()
+			}
+			return nc, err
+		},
+		DisableKeepAlives: true,
+	}
+	c.hc = &http.Client{Transport: tr}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPClient: c.hc})
+	if err != nil {
+		tr.CloseIdleConnections()
+		return nil, err
+	}
+	ws.SetReadLimit(16 << 20)
+	c.ws = ws
+	go c.read()
+	t.Cleanup(c.cleanup)
+	return c, nil
+}
+
+func (c *Conn) cleanup() {
+	_ = c.ws.CloseNow()
+	<-c.done
+	c.hc.CloseIdleConnections()
+	c.mu.Lock()
+	errs := c.seqErrs
+	c.mu.Unlock()
+	for _, e := range errs {
+		c.t.Errorf("%s: %s", c.Name, e)
+	}
+}
+
+// read queues every message until the connection ends.
+func (c *Conn) read() {
+	defer close(c.done)
+	for {
+		_, data, err := c.ws.Read(context.Background())
+		if err != nil {
+			c.mu.Lock()
+			c.closeErr = err
+			c.status = websocket.CloseStatus(err)
+			close(c.notify)
+			c.notify = make(chan struct{})
+			c.mu.Unlock()
+			return
+		}
+		f := ParseFrame(data)
+		c.mu.Lock()
+		c.checkSeq(f)
+		c.queue = append(c.queue, f)
+		c.history = append(c.history, f)
+		close(c.notify)
+		c.notify = make(chan struct{})
+		c.mu.Unlock()
+	}
+}
+
+// checkSeq applies SPEC 2: every frame but welcome carries seq, consecutive per slot (from 1 on a
+// fresh slot, from last_seq+1 on a resumed one). Frames before the welcome (a refused hello)
+// belong to no slot and are not checked.
+func (c *Conn) checkSeq(f Frame) {
+	if f.Type == "welcome" {
+		c.welcomed = true
+		if f.Has("seq") {
+			c.seqErrs = append(c.seqErrs, "welcome carries seq: "+f.String())
+		}
+		return
+	}
+	if !c.welcomed {
+		return
+	}
+	seq := f.Int("seq")
+	if seq != c.nextSeq {
+		c.seqErrs = append(c.seqErrs, fmt.Sprintf("seq %d, want %d (consecutive): %s", seq, c.nextSeq, trunc(f.String(), 300)))
+	}
+	c.nextSeq = seq + 1
+	c.lastSeq = seq
+}
+
+// LastSeq is the seq of the newest frame received (what a resuming client sends as last_seq).
+func (c *Conn) LastSeq() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastSeq
+}
+
+// SendRaw sends one text message as it is.
+func (c *Conn) SendRaw(data []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.ws.Write(ctx, websocket.MessageText, data)
+}
+
+// Send sends v as one text message: []byte and string as they are, a frames.Frame through
+// frames.Encode, anything else as JSON. A send that fails fails the test.
+func (c *Conn) Send(v any) {
+	c.t.Helper()
+	if err := c.SendErr(v); err != nil {
+		c.t.Fatalf("%s: send: %v", c.Name, err)
+	}
+}
+
+// SendErr is Send returning the error.
+func (c *Conn) SendErr(v any) error {
+	var data []byte
+	switch v := v.(type) {
+	case []byte:
+		data = v
+	case string:
+		data = []byte(v)
+	case frames.Frame:
+		b, err := frames.Encode(v)
+		if err != nil {
+			return err
+		}
+		data = b
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		data = b
+	}
+	return c.SendRaw(data)
+}
+
+// Hello sends a hello with the given members (protocol is added) and returns the welcome, or
+// the error frame that refused it. A last_seq member sets where the seq check resumes.
+func (c *Conn) Hello(members map[string]any) Frame {
+	c.t.Helper()
+	h := map[string]any{"type": "hello", "protocol": frames.Protocol}
+	for k, v := range members {
+		h[k] = v
+	}
+	c.mu.Lock()
+	c.nextSeq = 1
+	if ls, ok := members["last_seq"]; ok {
+		c.nextSeq = toInt64(ls) + 1
+	}
+	c.mu.Unlock()
+	c.Send(h)
+	f := c.Expect(func(f Frame) bool { return f.Type == "welcome" || f.Type == "error" })
+	if f.Type == "welcome" {
+		c.Welcome = f
+	}
+	return f
+}
+
+func toInt64(v any) int64 {
+	switch v := v.(type) {
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	case float64:
+		return int64(v)
+	}
+	return 0
+}
+
+// Wait takes the first queued frame m matches (waiting for it up to timeout), leaving the other
+// frames queued. It fails when the connection ends or the timeout passes first.
+func (c *Conn) Wait(timeout time.Duration, m any) (Frame, error) {
+	match := asMatch(m)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		for i, f := range c.queue {
+			if match(f) {
+				c.queue = append(c.queue[:i:i], c.queue[i+1:]...)
+				c.mu.Unlock()
+				return f, nil
+			}
+		}
+		ch := c.notify
+		closed := c.closeErr != nil
+		c.mu.Unlock()
+		if closed {
+			return Frame{}, fmt.Errorf("%s: connection closed (%v) before the frame came; queued: %s", c.Name, c.closeErr, c.dumpQueue())
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return Frame{}, fmt.Errorf("%s: no matching frame within %v; queued: %s", c.Name, timeout, c.dumpQueue())
+		}
+	}
+}
+
+// Expect is Wait with DefaultTimeout that fails the test.
+func (c *Conn) Expect(m any) Frame {
+	c.t.Helper()
+	f, err := c.Wait(DefaultTimeout, m)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return f
+}
+
+// ExpectWithin is Expect with a timeout of its own.
+func (c *Conn) ExpectWithin(d time.Duration, m any) Frame {
+	c.t.Helper()
+	f, err := c.Wait(d, m)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return f
+}
+
+// Absent fails the test if a frame m matches is queued now or arrives within d.
+func (c *Conn) Absent(d time.Duration, m any) {
+	c.t.Helper()
+	if f, err := c.Wait(d, m); err == nil {
+		c.t.Fatalf("%s: unexpected frame %s", c.Name, f)
+	}
+}
+
+// Next takes the next queued frame, whatever it is.
+func (c *Conn) Next() Frame {
+	c.t.Helper()
+	return c.Expect(Match(Any))
+}
+
+// Drain drops every queued frame.
+func (c *Conn) Drain() {
+	c.mu.Lock()
+	c.queue = nil
+	c.mu.Unlock()
+}
+
+// Queued returns a copy of the queued frames.
+func (c *Conn) Queued() []Frame {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Frame(nil), c.queue...)
+}
+
+// History returns every frame received so far, in order.
+func (c *Conn) History() []Frame {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Frame(nil), c.history...)
+}
+
+func (c *Conn) dumpQueue() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		return "(none)"
+	}
+	var b strings.Builder
+	for i, f := range c.queue {
+		if i == 20 {
+			fmt.Fprintf(&b, "\n  … %d more", len(c.queue)-i)
+			break
+		}
+		b.WriteString("\n  ")
+		b.WriteString(trunc(f.String(), 300))
+	}
+	return b.String()
+}
+
+// WaitClosed waits until the broker closed the connection and returns the close status (-1 when
+// the connection ended without a close frame).
+func (c *Conn) WaitClosed(timeout time.Duration) (websocket.StatusCode, error) {
+	select {
+	case <-c.done:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.status, nil
+	case <-time.After(timeout):
+		return 0, fmt.Errorf("%s: still open after %v", c.Name, timeout)
+	}
+}
+
+// ExpectClosed fails the test unless the broker closes the connection with status within
+// DefaultTimeout.
+func (c *Conn) ExpectClosed(status websocket.StatusCode) {
+	c.t.Helper()
+	got, err := c.WaitClosed(DefaultTimeout)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if got != status {
+		c.mu.Lock()
+		cerr := c.closeErr
+		c.mu.Unlock()
+		c.t.Fatalf("%s: closed with status %d, want %d (%v)", c.Name, got, status, cerr)
+	}
+}
+
+// IsClosed reports whether the connection has ended.
+func (c *Conn) IsClosed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Cut drops the TCP connection abruptly (SO_LINGER 0: an RST, no close frame), as a crashed
+// client or a dead network would.
+func (c *Conn) Cut() {
+	c.mu.Lock()
+	nc := c.tcp
+	c.mu.Unlock()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = nc.Close()
+	<-c.done
+}
+
+// Close closes the connection with a normal close frame.
+func (c *Conn) Close() {
+	_ = c.ws.Close(websocket.StatusNormalClosure, "bye")
+}
+
+func trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
