@@ -131,7 +131,8 @@ func (p *permission) judge(reply string, interrupting bool) {
 	case jobs.Approve:
 		p.v.nextPermission() // dispatched with no extra speech
 	case jobs.Decline:
-		p.v.queueItem(&narration.Item{Kind: narration.PermissionAsk, CallID: p.callID, Attempt: 1,
+		// Not tied to the job (CallID ""): the job's end must not withdraw it.
+		p.v.queueItem(&narration.Item{Kind: narration.PermissionAsk, Attempt: 1,
 			Payload: &itemData{req: model.Request{Kind: model.Decline, Name: p.vc.name, Args: p.vc.args}}})
 		p.v.nextPermission()
 	default:

@@ -280,12 +280,9 @@ func (s *session) attach(name, role string, tools []map[string]any) *Conn {
 	return c
 }
 
-// host attaches a host connection declaring tools.
+// host attaches a host connection declaring tools (no tools member when there are none).
 func (s *session) host(name string, tools ...map[string]any) *Conn {
 	s.t.Helper()
-	if tools == nil {
-		tools = []map[string]any{}
-	}
 	return s.attach(name, "host", tools)
 }
 

@@ -1,8 +1,20 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"flag"
+	"os"
 
-// verifyPermission runs `backchannel verify-permission` (SPEC 12).
+	"github.com/backchannel-io/backchannel/permissions"
+)
+
+// verifyPermission runs `backchannel verify-permission` (SPEC 12): JSON lines
+// {"action","arguments","ask","reply"} on standard input, one {"verdict","reason"} line per input
+// line on standard output, judged by the default (rule-based) verifier.
 func verifyPermission(args []string) error {
-	return errors.New("not available yet")
+	fs := flag.NewFlagSet("verify-permission", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return permissions.RunVerifyCommand(context.Background(), permissions.NewRules(), os.Stdin, os.Stdout)
 }
