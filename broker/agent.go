@@ -14,7 +14,8 @@ import (
 // protocol's Env, backed by the session's slots, outboxes and job engine.
 type textAgent struct {
 	s    *Session
-	slot *Slot
+	slot *Slot      // the agent's WebSocket slot, or nil for a port
+	port *AgentPort // the MCP facade's port, or nil for a WebSocket agent
 	a    *textagent.Agent
 }
 
@@ -39,7 +40,13 @@ func (t *textAgent) After(d time.Duration, fn func()) func() {
 // Send implements textagent.Env: frames go to the agent's slot (kept in its outbox while the
 // agent is away).
 func (t *textAgent) Send(f frames.Frame) {
-	if t.s.agent == t.slot {
+	if t.port != nil {
+		if r, ok := f.(*frames.AgentToolResult); ok {
+			t.port.deliver(r)
+		}
+		return
+	}
+	if t.slot != nil && t.s.agent == t.slot {
 		t.s.send(t.slot, f)
 	}
 }
@@ -56,6 +63,9 @@ func (t *textAgent) StartCall(r textagent.CallRequest) (string, string) {
 	}
 	nc := jobs.NewCall{Tenant: s.tenant, SessionID: s.id, Arguments: r.Arguments, ConversationID: r.ConversationID,
 		AgentCallID: r.CallID, ParentCallID: r.ParentCallID}
+	if t.port != nil {
+		nc.CallID = r.CallID // an MCP client's id of a call is its broker call id (SPEC 14)
+	}
 	if r.Local {
 		nc.Local, nc.Tool = true, jobs.Tool{Name: r.Name}
 		j, err := s.engine().Call(s.ctx(), nc)

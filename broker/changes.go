@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/backchannel-io/backchannel/broker/textagent"
@@ -29,7 +30,24 @@ func (s *Session) handleChange(c jobs.Change) {
 		if text != nil {
 			text.Deferred(j.CallID)
 		}
+	case jobs.EventProgress:
+		if s.port != nil && text != nil {
+			for _, e := range c.Entries {
+				if note, ok := e.Detail["note"].(string); ok {
+					s.port.progress(j.CallID, note)
+				}
+			}
+		}
 	case jobs.EventPartial:
+		if s.port != nil && text != nil {
+			for _, e := range c.Entries {
+				if reply, _ := e.Detail["reply"].(bool); reply && e.Kind == jobs.KindPartial {
+					if seg, err := json.Marshal(e.Detail["segment"]); err == nil {
+						s.port.progress(j.CallID, "milestone: "+textagent.OutputBody(seg))
+					}
+				}
+			}
+		}
 		if text != nil {
 			if c.Superseded != "" {
 				text.InteractionClosed(c.Superseded)

@@ -38,6 +38,9 @@ func (s *Session) declare(sl *Slot, ref string, decls []frames.ToolDecl) {
 	if s.voice != nil {
 		s.voice.declareTools()
 	}
+	if s.port != nil {
+		s.port.toolsChanged()
+	}
 }
 
 // route finds the slot a new call of tool name goes to: the latest slot that still declares it,

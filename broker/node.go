@@ -120,6 +120,9 @@ func (n *Node) tenantOf(key string) (string, bool) {
 	return tenant, found == 1
 }
 
+// Tenant authenticates an API key and returns its tenant.
+func (n *Node) Tenant(key string) (string, bool) { return n.tenantOf(key) }
+
 // session returns the live session with id, or nil.
 func (n *Node) session(id string) *Session {
 	n.mu.Lock()

@@ -32,6 +32,7 @@ type Session struct {
 	// openJobs counts the session's open jobs made on this node (SPEC 2: 256 at most).
 	openJobs int
 	voice    *voice      // the voice side, once a caller attached
+	port     *AgentPort  // the MCP facade's agent, while an MCP session is open
 	modelCfg ModelConfig // the session's model (POST /v1/sessions)
 }
 
@@ -98,8 +99,11 @@ func (s *Session) drainChanges() {
 	}
 }
 
-// attached reports whether any slot has a connection.
+// attached reports whether any slot has a connection (or an MCP client is attached).
 func (s *Session) attached() bool {
+	if s.port != nil {
+		return true
+	}
 	for _, sl := range s.slots {
 		if sl.client != nil {
 			return true

@@ -56,6 +56,10 @@ type Options struct {
 	BackgroundAfter time.Duration
 	// MinWaitMinutes and MaxWaitMinutes clamp `wait {timeout_minutes}` (default 5 and 1440).
 	MinWaitMinutes, MaxWaitMinutes int
+	// PromptsInResults is the MCP mode (SPEC 14): there are no turns and no prompt frames;
+	// every result is a delivery point that carries all prompts queued for the session in the
+	// header pending_prompts.
+	PromptsInResults bool
 }
 
 // RootConversation is the id of every session's root conversation (SPEC 13).
@@ -85,7 +89,9 @@ func New(env Env, opts Options) *Agent {
 		opts.MaxWaitMinutes = 1440
 	}
 	a := &Agent{env: env, opts: opts, convs: make(map[string]*conversation), jobs: make(map[string]*call), open: make(map[string]*openInteraction)}
-	a.convs[RootConversation] = newConversation(RootConversation, nil, nil)
+	root := newConversation(RootConversation, nil, nil)
+	root.inTurn = opts.PromptsInResults // no turns: prompts wait for the next result
+	a.convs[RootConversation] = root
 	return a
 }
 
@@ -154,7 +160,39 @@ func (a *Agent) result(id string, c Content) {
 	if c.IsError() {
 		kind = frames.ResultKindError
 	}
+	a.deliver(id, kind, c)
+}
+
+// deliver sends a result, carrying the pending prompts in MCP mode.
+func (a *Agent) deliver(id string, kind frames.ToolResultKind, c Content) {
+	if a.opts.PromptsInResults {
+		if texts := a.takePrompts(); len(texts) > 0 {
+			c.Set(HeaderPendingPrompts, PendingPrompts(texts))
+		}
+	}
 	a.env.Send(&frames.AgentToolResult{CallID: id, Kind: kind, Content: c.String()})
+}
+
+// takePrompts delivers every queued prompt of the session (MCP mode), oldest conversation
+// first, each queue in order.
+func (a *Agent) takePrompts() []string {
+	var texts []string
+	ids := make([]string, 0, len(a.convs))
+	for id := range a.convs {
+		ids = append(ids, id)
+	}
+	sortStrings(ids)
+	for _, id := range ids {
+		c := a.convs[id]
+		for _, p := range c.queue {
+			texts = append(texts, p.text)
+			if p.of != nil {
+				p.of.prompt = nil
+			}
+		}
+		c.queue = nil
+	}
+	return texts
 }
 
 // Ending forgets everything at the end of the session or of the agent's slot: timers stop,

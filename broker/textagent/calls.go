@@ -107,7 +107,7 @@ func (a *Agent) toBackground(k *call) {
 		return
 	}
 	k.background = true
-	a.env.Send(&frames.AgentToolResult{CallID: k.id, Kind: frames.ResultKindBackgroundPlaceholder, Content: Placeholder(k.id).String()})
+	a.deliver(k.id, frames.ResultKindBackgroundPlaceholder, Placeholder(k.id))
 }
 
 // Deferred reports that the host deferred a job: its call goes to the background at once.

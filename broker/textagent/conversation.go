@@ -133,6 +133,7 @@ func (a *Agent) createConversation(f *frames.ConversationCreate) {
 		}
 	}
 	c := newConversation(a.nextID("conv_"), parent, pc)
+	c.inTurn = a.opts.PromptsInResults
 	c.cancelled = parent.cancelled || (pc != nil && pc.cancelledEnd())
 	a.convs[c.id] = c
 	a.env.Send(&frames.ConversationCreated{Reply: frames.Reply{Ref: f.ID}, ConversationID: c.id})

@@ -215,3 +215,54 @@ func jsonString(raw json.RawMessage) string {
 	}
 	return string(bytes.TrimSpace(raw))
 }
+
+// CancelWait withdraws a blocked wait without answering it (an MCP client cancelled the
+// request: SPEC 14 — only the waiter goes, nothing is consumed).
+func (a *Agent) CancelWait(conversationID, callID string) {
+	c := a.convs[conversationID]
+	if c == nil {
+		return
+	}
+	w := c.calls[callID]
+	if w == nil || w.wait == nil && (c.timed == nil || c.timed.k != w) {
+		return
+	}
+	if r := w.wait; r != nil {
+		if r.target != nil && r.target.waiter == w {
+			r.target.waiter = nil
+		}
+		delete(c.exact, w)
+		if c.bare == w {
+			c.bare = nil
+		}
+		w.wait = nil
+	}
+	if c.timed != nil && c.timed.k == w {
+		c.timed.stop()
+		c.timed = nil
+	}
+	w.finished, w.consumed = true, true
+}
+
+// Running reports whether the agent's call callID of a conversation is a running host or
+// local call (an MCP request for it that is cancelled cancels the call).
+func (a *Agent) Running(conversationID, callID string) (brokerID string, ok bool) {
+	c := a.convs[conversationID]
+	if c == nil {
+		return "", false
+	}
+	k := c.calls[callID]
+	if k == nil || k.builtin || k.finished {
+		return "", false
+	}
+	return k.brokerID, true
+}
+
+// CallOf returns the agent's id of a job (an MCP client's ids are broker ids already).
+func (a *Agent) CallOf(brokerID string) (conversationID, callID string, ok bool) {
+	k := a.jobs[brokerID]
+	if k == nil {
+		return "", "", false
+	}
+	return k.conv.id, k.id, true
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/backchannel-io/backchannel/broker"
+	"github.com/backchannel-io/backchannel/broker/mcp"
 	"github.com/backchannel-io/backchannel/broker/ws"
 	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/jobs/memstore"
@@ -164,7 +165,11 @@ func serve(args []string) error {
 	node := broker.NewNode(broker.Config{APIKeys: keys, ResumeWindow: c.resumeWindow,
 		BackgroundAfter: c.backgroundAfter, Logger: log}, store)
 	wsh := ws.NewHandler(node, ws.Options{Logger: log})
-	handler := node.Handler(wsh, routes)
+	mcph := mcp.New(node, log)
+	handler := node.Handler(wsh, func(mux *http.ServeMux) {
+		routes(mux)
+		mux.Handle("/mcp", mcph)
+	})
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
