@@ -25,6 +25,7 @@ type voice struct {
 	ticker  *time.Ticker
 	tickEnd chan struct{}
 	wake    *time.Timer // the next time the floor may become free, or an item may expire
+	soon    *time.Timer // the coalescing wait after an item was queued
 
 	calls     map[string]*voiceCall // by broker call id
 	byModel   map[string]*voiceCall // by the model's call id
@@ -228,7 +229,23 @@ func (v *voice) queueItem(it *narration.Item) {
 		v.lifecycle(old, "skipped", "")
 	}
 	v.lifecycle(it, "queued", "")
-	v.pump()
+	v.pumpSoon()
+}
+
+// coalesce is how long a newly queued item waits before it is spoken on a free floor, so that
+// events that arrived together — a caller's turn on one connection, a host's result on another
+// — are all seen before the highest-priority item is chosen (DESIGN: floor free → request ≤ 10 ms).
+const coalesce = 10 * time.Millisecond
+
+// pumpSoon runs pump after the coalescing window.
+func (v *voice) pumpSoon() {
+	if v.soon != nil {
+		return
+	}
+	v.soon = v.s.after(coalesce, func() {
+		v.soon = nil
+		v.pump()
+	})
 }
 
 // pump starts the next queued item when the floor is free (SPEC 8).
@@ -571,6 +588,9 @@ func (v *voice) ending() {
 	v.stopTicker()
 	if v.wake != nil {
 		v.wake.Stop()
+	}
+	if v.soon != nil {
+		v.soon.Stop()
 	}
 	for _, a := range v.asks {
 		if a.reask != nil {

@@ -401,7 +401,9 @@ func sameAnswer(a, b Frame, aIDs, bIDs []string) string {
 			}
 			if s, ok := v.(string); ok {
 				for _, id := range ids {
-					s = strings.ReplaceAll(s, id, "ID")
+					if id != "" {
+						s = strings.ReplaceAll(s, id, "ID")
+					}
 				}
 				v = s
 			}
@@ -416,4 +418,21 @@ func sameAnswer(a, b Frame, aIDs, bIDs []string) string {
 		return fmt.Sprintf("%s\n  vs %s", ja, jb)
 	}
 	return ""
+}
+
+var headerLine = regexp.MustCompile(`^[a-z_]+: `)
+
+// bodyOf returns the body of a result content (SPEC 13): what follows the header lines and the
+// empty line, or all of it when it has no headers.
+func bodyOf(content string) string {
+	head, body, ok := strings.Cut(content, "\n\n")
+	if !ok {
+		return content
+	}
+	for _, l := range strings.Split(head, "\n") {
+		if !headerLine.MatchString(l) {
+			return content
+		}
+	}
+	return body
 }
