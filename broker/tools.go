@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
@@ -87,7 +89,32 @@ func compileTool(d frames.ToolDecl) (*Tool, string) {
 	}}, ""
 }
 
+// schemaCache shares compiled parameter schemas between the sessions that declare the same
+// tools (a compiled schema is immutable and safe for concurrent validation).
+var schemaCache sync.Map // compact schema text → *jsonschema.Schema
+
+// maxCachedSchemas bounds the cache; past it schemas are compiled per declaration.
+const maxCachedSchemas = 4096
+
+var cachedSchemas atomic.Int64
+
 func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+	var key bytes.Buffer
+	if err := json.Compact(&key, raw); err == nil {
+		if s, ok := schemaCache.Load(key.String()); ok {
+			return s.(*jsonschema.Schema), nil
+		}
+	}
+	s, err := compileSchemaText(raw)
+	if err == nil && key.Len() > 0 && cachedSchemas.Load() < maxCachedSchemas {
+		if _, loaded := schemaCache.LoadOrStore(key.String(), s); !loaded {
+			cachedSchemas.Add(1)
+		}
+	}
+	return s, err
+}
+
+func compileSchemaText(raw json.RawMessage) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, err

@@ -85,12 +85,31 @@ type Engine struct {
 	opts  Options
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	open    map[jobKey]*Job      // open jobs this engine has seen, newest version
-	handles map[handleKey]string // handle → call id of the jobs in open
+	shards [cacheShards]cacheShard // the open jobs this engine has seen, by call id
+
+	mu      sync.Mutex // guards tenants and timers
 	tenants map[string]struct{}
-	timers  timerHeap // the deadlines of the jobs in open, one entry each
+	timers  timerHeap // the deadlines of the jobs in the cache, one entry each
 	wake    chan struct{}
+}
+
+// cacheShards splits the engine's cache so that concurrent sessions rarely share a lock.
+const cacheShards = 64
+
+// cacheShard holds the open jobs whose call id hashes to it, and the handles that hash to it.
+type cacheShard struct {
+	mu      sync.Mutex
+	open    map[jobKey]*Job      // newest version of each open job (never modified)
+	handles map[handleKey]string // handle → call id
+}
+
+// shard returns the cache shard of a key (FNV-1a).
+func (e *Engine) shard(key string) *cacheShard {
+	var h uint32 = 2166136261
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	return &e.shards[h%cacheShards]
 }
 
 type jobKey struct{ tenant, callID string }
@@ -124,14 +143,16 @@ func NewEngine(store Store, opts Options) *Engine {
 		store:   store,
 		opts:    opts,
 		log:     opts.Logger,
-		open:    make(map[jobKey]*Job),
-		handles: make(map[handleKey]string),
 		tenants: make(map[string]struct{}),
 		timers:  timerHeap{at: make(map[jobKey]*timer)},
 		wake:    make(chan struct{}, 1),
 	}
 	for _, t := range opts.Tenants {
 		e.tenants[t] = struct{}{}
+	}
+	for i := range e.shards {
+		e.shards[i].open = make(map[jobKey]*Job)
+		e.shards[i].handles = make(map[handleKey]string)
 	}
 	return e
 }
@@ -166,38 +187,55 @@ type Addr struct {
 // cached returns the open job the engine holds, or nil. The record is shared: it must not be
 // modified (a step clones it before changing anything).
 func (e *Engine) cached(tenant, callID string) *Job {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.open[jobKey{tenant, callID}]
+	sh := e.shard(callID)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.open[jobKey{tenant, callID}]
 }
 
 // remember records j as the newest version the engine knows of an open job, and forgets a job
 // that ended. The engine takes j over: nobody may modify it afterwards.
 func (e *Engine) remember(j *Job) {
 	k := jobKey{j.Tenant, j.CallID}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.tenants[j.Tenant] = struct{}{}
-	old := e.open[k]
+	sh := e.shard(j.CallID)
+	sh.mu.Lock()
+	old := sh.open[k]
 	if old != nil && old.Version >= j.Version {
+		sh.mu.Unlock()
 		return
 	}
-	if old != nil && old.Handle != "" && old.Handle != j.Handle {
-		delete(e.handles, handleKey{j.Tenant, old.Handle})
+	var dropHandle, addHandle string
+	if old != nil && old.Handle != "" && (old.Handle != j.Handle || j.State.Terminal()) {
+		dropHandle = old.Handle
 	}
+	deadline := int64(0)
 	if j.State.Terminal() {
-		if old != nil && old.Handle != "" {
-			delete(e.handles, handleKey{j.Tenant, old.Handle})
-		}
-		delete(e.open, k)
-		e.timers.set(k, 0)
-		return
+		delete(sh.open, k)
+	} else {
+		sh.open[k] = j
+		addHandle = j.Handle
+		deadline = j.DeadlineMS
 	}
-	e.open[k] = j
-	if j.Handle != "" {
-		e.handles[handleKey{j.Tenant, j.Handle}] = j.CallID
+	sh.mu.Unlock()
+	if dropHandle != "" {
+		hs := e.shard(dropHandle)
+		hs.mu.Lock()
+		delete(hs.handles, handleKey{j.Tenant, dropHandle})
+		hs.mu.Unlock()
 	}
-	if e.timers.set(k, j.DeadlineMS) {
+	if addHandle != "" {
+		hs := e.shard(addHandle)
+		hs.mu.Lock()
+		hs.handles[handleKey{j.Tenant, addHandle}] = j.CallID
+		hs.mu.Unlock()
+	}
+	e.mu.Lock()
+	if _, ok := e.tenants[j.Tenant]; !ok {
+		e.tenants[j.Tenant] = struct{}{}
+	}
+	nearest := e.timers.set(k, deadline)
+	e.mu.Unlock()
+	if nearest {
 		select {
 		case e.wake <- struct{}{}:
 		default:
@@ -237,9 +275,10 @@ func (e *Engine) resolve(ctx context.Context, a Addr) (*Job, error) {
 		if a.Handle == "" {
 			return nil, ErrUnknownCall
 		}
-		e.mu.Lock()
-		callID = e.handles[handleKey{a.Tenant, a.Handle}]
-		e.mu.Unlock()
+		hs := e.shard(a.Handle)
+		hs.mu.Lock()
+		callID = hs.handles[handleKey{a.Tenant, a.Handle}]
+		hs.mu.Unlock()
 		if callID == "" {
 			var rec HandleRecord
 			err := e.retry(ctx, func() error {
@@ -274,12 +313,21 @@ func (e *Engine) resolve(ctx context.Context, a Addr) (*Job, error) {
 
 // retry runs op until it succeeds, fails permanently, or StoreRetry has passed.
 func (e *Engine) retry(ctx context.Context, op func() error) error {
+	err := op()
+	var perm *backoff.PermanentError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &perm):
+		return perm.Err
+	case ctx.Err() != nil:
+		return err
+	}
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = 20 * time.Millisecond
 	b.MaxInterval = 500 * time.Millisecond
 	b.MaxElapsedTime = e.opts.StoreRetry
-	err := backoff.Retry(op, backoff.WithContext(b, ctx))
-	var perm *backoff.PermanentError
+	err = backoff.Retry(op, backoff.WithContext(b, ctx))
 	if errors.As(err, &perm) {
 		return perm.Err
 	}

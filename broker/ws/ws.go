@@ -40,6 +40,7 @@ type Handler struct {
 	mu    sync.Mutex
 	conns map[*conn]struct{}
 	wg    sync.WaitGroup
+	beats heartbeats
 }
 
 // NewHandler returns the /v1/ws handler of node.
@@ -70,12 +71,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.wg.Done()
 	cfg := h.node.Config()
 	wc.SetReadLimit(h.opts.HardReadLimit)
-	c := &conn{ws: wc, log: h.opts.Logger, queue: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}),
+	c := &conn{ws: wc, log: h.opts.Logger, done: make(chan struct{}),
 		maxQueued: int64(cfg.Limits.SendQueueBytes), frameLimit: cfg.Limits.MaxFrameBytes}
 	h.track(c, true)
 	defer h.track(c, false)
-	go c.writeLoop()
-	c.run(h.node, h.opts.HelloTimeout, cfg.Heartbeat)
+	c.run(h, h.node, h.opts.HelloTimeout, cfg.Heartbeat)
 }
 
 func (h *Handler) track(c *conn, add bool) {
@@ -126,15 +126,15 @@ type item struct {
 type conn struct {
 	ws         *websocket.Conn
 	log        *slog.Logger
-	queue      chan struct{} // a wake-up for the writer; the items are in pending
-	queued     atomic.Int64  // bytes waiting in queue
+	queued     atomic.Int64 // bytes waiting to be written
 	maxQueued  int64
 	frameLimit int
 	closing    atomic.Bool
-	done       chan struct{} // closed when the writer stopped
-	stop       chan struct{} // closed when the reader is done: the writer stops too
+	done       chan struct{} // closed when the connection was closed by a close item
+	stopped    atomic.Bool   // the reader is done: the writer stops too
 	mu         sync.Mutex
-	pending    []item // overflow of queue, in order (the queue channel is only a wake-up)
+	pending    []item // waiting to be written, in order
+	writing    bool   // a writer goroutine runs (it exists only while there is something to write)
 }
 
 // Send implements broker.Transport.
@@ -177,36 +177,47 @@ func (c *conn) Abort() {
 	_ = c.ws.CloseNow()
 }
 
+// enqueue queues an item and starts the writer if none runs.
 func (c *conn) enqueue(it item) {
 	c.mu.Lock()
 	c.pending = append(c.pending, it)
+	start := !c.writing
+	c.writing = true
 	c.mu.Unlock()
-	select {
-	case c.queue <- struct{}{}:
-	default:
+	if start {
+		go c.write()
 	}
 }
 
+// take returns what is queued, or stops the writer when nothing is.
 func (c *conn) take() []item {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := c.pending
 	c.pending = nil
+	if len(out) == 0 {
+		c.writing = false
+	}
 	return out
 }
 
-// writeLoop writes queued frames in order until a close item or an error.
-func (c *conn) writeLoop() {
-	defer close(c.done)
+// write writes queued items in order until none is left, a close item, or an error: a
+// connection with nothing to send costs no goroutine.
+func (c *conn) write() {
 	for {
-		select {
-		case <-c.queue:
-		case <-c.stop:
+		items := c.take()
+		if len(items) == 0 {
 			return
 		}
-		for _, it := range c.take() {
+		for _, it := range items {
+			if c.stopped.Load() {
+				c.drop()
+				return
+			}
 			if it.close {
 				_ = c.ws.Close(websocket.StatusCode(it.code), truncate(it.reason, 120))
+				close(c.done)
+				c.drop()
 				return
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -218,10 +229,20 @@ func (c *conn) writeLoop() {
 			cancel()
 			c.queued.Add(-int64(len(it.data)))
 			if err != nil {
+				c.drop()
 				return
 			}
 		}
 	}
+}
+
+// drop discards what is queued for good: the writer ends and nothing more is written.
+func (c *conn) drop() {
+	c.closing.Store(true)
+	c.mu.Lock()
+	c.pending = nil
+	c.writing = true // no writer is started again
+	c.mu.Unlock()
 }
 
 // waitWriter lets the writer send the refusal and the close, for at most 5 s.
@@ -229,7 +250,7 @@ func (c *conn) waitWriter() {
 	select {
 	case <-c.done:
 	case <-time.After(5 * time.Second):
-		close(c.stop)
+		c.stopped.Store(true)
 	}
 }
 
@@ -241,7 +262,7 @@ func truncate(s string, n int) string {
 }
 
 // run reads the hello, attaches the connection, then reads frames until the connection ends.
-func (c *conn) run(node *broker.Node, helloTimeout, heartbeat time.Duration) {
+func (c *conn) run(h *Handler, node *broker.Node, helloTimeout, heartbeat time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	first, err := c.readHello(ctx, helloTimeout)
@@ -256,7 +277,8 @@ func (c *conn) run(node *broker.Node, helloTimeout, heartbeat time.Duration) {
 		_ = c.ws.CloseNow()
 		return
 	}
-	go c.heartbeat(ctx, heartbeat)
+	h.beats.add(c, heartbeat)
+	defer h.beats.remove(c)
 	for {
 		data, size, binary, err := c.read(ctx)
 		if err != nil {
@@ -273,7 +295,7 @@ func (c *conn) run(node *broker.Node, helloTimeout, heartbeat time.Duration) {
 	}
 	client.Dropped()
 	c.closing.Store(true)
-	close(c.stop)
+	c.stopped.Store(true)
 	_ = c.ws.CloseNow()
 }
 
@@ -328,33 +350,77 @@ func (c *conn) read(ctx context.Context) (data []byte, size int, binary bool, er
 	return buf.Bytes(), int(n), binary, nil
 }
 
-// heartbeat pings every interval; two missed pongs in a row drop the transport.
-func (c *conn) heartbeat(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+// heartbeats pings every attached connection every heartbeat interval from one goroutine per
+// handler (an idle connection costs no goroutine of its own); a ping runs on a short-lived
+// goroutine, and two missed pongs in a row drop the transport (SPEC 3.4).
+type heartbeats struct {
+	mu      sync.Mutex
+	conns   map[*conn]*beat
+	running bool
+}
+
+type beat struct {
+	every  time.Duration
+	next   time.Time
+	missed int
+	busy   bool
+}
+
+func (b *heartbeats) add(c *conn, every time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conns == nil {
+		b.conns = make(map[*conn]*beat)
+	}
+	b.conns[c] = &beat{every: every, next: time.Now().Add(every)}
+	if !b.running {
+		b.running = true
+		go b.loop()
+	}
+}
+
+func (b *heartbeats) remove(c *conn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.conns, c)
+}
+
+// loop pings the connections that are due; it ends when none is left.
+func (b *heartbeats) loop() {
+	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
-	missed := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.done:
-			return
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, every)
-		err := c.ws.Ping(pctx)
-		cancel()
-		if err == nil {
-			missed = 0
-			continue
-		}
-		if ctx.Err() != nil {
+	for range t.C {
+		now := time.Now()
+		b.mu.Lock()
+		if len(b.conns) == 0 {
+			b.running = false
+			b.mu.Unlock()
 			return
 		}
-		missed++
-		if missed >= 2 {
-			c.Abort()
-			return
+		for c, bt := range b.conns {
+			if bt.busy || now.Before(bt.next) {
+				continue
+			}
+			bt.busy, bt.next = true, now.Add(bt.every)
+			go b.ping(c, bt)
 		}
+		b.mu.Unlock()
+	}
+}
+
+func (b *heartbeats) ping(c *conn, bt *beat) {
+	ctx, cancel := context.WithTimeout(context.Background(), bt.every)
+	err := c.ws.Ping(ctx)
+	cancel()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bt.busy = false
+	if err == nil {
+		bt.missed = 0
+		return
+	}
+	bt.missed++
+	if bt.missed >= 2 {
+		c.Abort()
 	}
 }

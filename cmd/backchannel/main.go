@@ -18,6 +18,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "verify-permission":
 		err = verifyPermission(os.Args[2:])
+	case "bench":
+		err = bench(os.Args[2:])
 	case "help", "-h", "--help":
 		usage()
 		return
@@ -38,5 +40,6 @@ func usage() {
 commands:
   serve               run the broker (backchannel serve -h for its flags)
   verify-permission   read {"action","arguments","ask","reply"} JSON lines on stdin, write verdicts
+  bench               measure the broker (--peer-json: the lifecycle benchmark for ../shared/peerbench)
 `)
 }

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+)
+
+// bench runs `backchannel bench`. With --peer-json it runs the job lifecycle benchmark against
+// the Redis at -redis and prints the one JSON line ../shared/peerbench/run.sh expects; without
+// it, the broker benchmarks over real WebSocket connections (bench_ws.go).
+func bench(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	peer := fs.Bool("peer-json", false, "run the lifecycle benchmark against -redis and print one JSON line (for ../shared/peerbench)")
+	addr := fs.String("redis", "", "HOST:PORT of the Redis to use (bench without it starts a private redis-server)")
+	n := fs.Int("n", 20000, "job lifecycles to run")
+	sessions := fs.Int("sessions", 256, "concurrent sessions")
+	ws := wsBenchFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *peer {
+		if *addr == "" {
+			return errors.New("--peer-json needs -redis HOST:PORT")
+		}
+		r, err := peerLifecycles(*addr, *n, *sessions)
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(os.Stdout).Encode(r)
+	}
+	return wsBench(*addr, *n, ws)
+}
