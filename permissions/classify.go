@@ -44,9 +44,9 @@ func analyze(a Action, reply string) *analysis {
 
 // classify covers the words from left to right with the longest approval, refusal or neutral
 // phrase that starts at each position (on equal length a refusal wins over an approval, and an
-// approval over a neutral phrase); an approval phrase right after "not" or "never" counts as a
-// refusal; a number covers its words. What no phrase covers is neutral
-// if it is a neutral word or a word of the action, and unknown otherwise.
+// approval over a neutral phrase); a negated approval phrase counts as a refusal (negatedAt); a
+// number covers its words. What no phrase covers is neutral if it is a neutral word or a word of
+// the action, and unknown otherwise.
 func (an *analysis) classify() {
 	words := an.u.words
 	an.kind = make([]wordKind, len(words))
@@ -142,8 +142,9 @@ func (an *analysis) approves() bool {
 }
 
 // refuses reports whether the reply is a clean refusal: no approval phrase anywhere, a first
-// clause made of refusal phrases and neutral words only, and no double negation ("not a no").
-// Later clauses may hold words the rules do not know ("no, leave the door locked").
+// clause made of refusal phrases and neutral words only, without a hedge, a condition or a
+// sarcasm marker, and no double negation ("not a no"). Later clauses may hold words the rules
+// do not know ("no, leave the door locked").
 func (an *analysis) refuses() bool {
 	if an.refusal == 0 {
 		an.refusal = 1
@@ -159,6 +160,12 @@ func (an *analysis) cleanRefusal() bool {
 		return false
 	}
 	from, to := an.u.firstClause()
+	first := an.u.words[from:to]
+	for _, qualifier := range []*phraseList{hedgePhrases, conditionPhrases, sarcasmPhrases} {
+		if i, _ := qualifier.find(first); i >= 0 {
+			return false // "i am not sure", "not if it is cheap"
+		}
+	}
 	refusal := false
 	for i := from; i < to; i++ {
 		switch an.kind[i] {

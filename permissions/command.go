@@ -33,9 +33,12 @@ type verifyRequest struct {
 // ..."} and processing continues. When the verifier fails the line gets its judgement, which is
 // never an approval, with the error appended to the reason ("judge_error: ...").
 //
-// RunVerifyCommand returns nil at the end of in, ctx's error when ctx ends, or the error of
-// reading in or writing out.
+// A nil v means the rule-based verifier. RunVerifyCommand returns nil at the end of in, ctx's
+// error when ctx ends, or the error of reading in or writing out.
 func RunVerifyCommand(ctx context.Context, v Verifier, in io.Reader, out io.Writer) error {
+	if v == nil {
+		v = NewRules()
+	}
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
 		if err := ctx.Err(); err != nil {

@@ -57,7 +57,8 @@ var (
 		"yas": "yes", "yis": "yes", "yesh": "yes", "okey": "okay", "okie": "okay", "okk": "ok",
 		"kay": "okay", "kk": "ok", "alrighty": "alright", "aight": "alright",
 		"allright": "alright", "goahead": "go ahead", "plz": "please", "pls": "please",
-		"thx": "thanks", "ty": "thanks", "righto": "right", "mmhm": "mhm", "mmhmm": "mhm", "nevermind": "never mind", "noo": "no", "nop": "nope",
+		"thx": "thanks", "ty": "thanks", "righto": "right", "mmhm": "mhm", "mmhmm": "mhm",
+		"nevermind": "never mind", "noo": "no", "nop": "nope",
 		"ma'am": "maam", "o'clock": "oclock", "y'all": "you", "idk": "i do not know",
 		"dont": "do not", "doesnt": "does not", "didnt": "did not", "cant": "can not",
 		"cannot": "can not", "wont": "will not", "isnt": "is not", "arent": "are not",
@@ -279,6 +280,10 @@ var (
 	partyPrepositions = wordSet("to from with into onto")
 	// trailingWords cannot end a complete reply: "yes and", "yes, but", "go ahead with the".
 	trailingWords = wordSet("and or but if to for with at on in from of by the a an my your our plus except because unless than into onto")
+	// joiners add another action when an unknown word follows ("and attach", "then email").
+	joiners = wordSet("and then plus also")
+	// joinerSkip may stand between a joiner and its verb.
+	joinerSkip = wordSet("please also then just and")
 	// restrictors limit the action to part of it when a word of the action follows ("just
 	// pepperoni"); "just do it" is an approval.
 	restrictors = wordSet("just simply merely")

@@ -4,26 +4,31 @@ import "github.com/backchannel-io/backchannel/jobs"
 
 // vetoRule is one named reason why a reply cannot be an approval.
 type vetoRule struct {
-	reason string
-	match  func(an *analysis) bool
+	reason  string
+	verdict jobs.Verdict
+	match   func(an *analysis) bool
 }
 
-// vetoRules are tried in order; the first that matches gives the reason. Every one of them holds,
-// except that a negation which is a clean refusal declines.
+// vetoRules are tried in order; the first that matches gives the judgement. All of them hold,
+// except the clean refusal, which declines. It comes after the vetoes that make even a "no"
+// unreliable (silence, instructions, cut-off or partly inaudible replies, hypotheticals, reported
+// speech, questions) and before the ones that only qualify an answer: "no, maybe later" and
+// "no, I'll do it myself" decline.
 var vetoRules = []vetoRule{
-	{ReasonEmpty, isEmpty},
-	{ReasonInstruction, addressesSystem},
-	{ReasonIncomplete, isIncomplete},
-	{ReasonNoise, hasNoise},
-	{ReasonReportedSpeech, reportsSpeech},
-	{ReasonQuestion, asksQuestion},
-	{ReasonHypothetical, isHypothetical},
-	{ReasonCondition, setsCondition},
-	{ReasonSarcasm, isSarcastic},
-	{ReasonAmbiguous, hedges},
-	{ReasonChangedArguments, changesArguments},
-	{ReasonCondition, qualifies},
-	{ReasonNegation, negates},
+	{ReasonEmpty, jobs.Hold, isEmpty},
+	{ReasonInstruction, jobs.Hold, addressesSystem},
+	{ReasonIncomplete, jobs.Hold, isIncomplete},
+	{ReasonNoise, jobs.Hold, hasNoise},
+	{ReasonHypothetical, jobs.Hold, isHypothetical},
+	{ReasonReportedSpeech, jobs.Hold, reportsSpeech},
+	{ReasonQuestion, jobs.Hold, asksQuestion},
+	{ReasonRefusal, jobs.Decline, (*analysis).refuses},
+	{ReasonCondition, jobs.Hold, setsCondition},
+	{ReasonSarcasm, jobs.Hold, isSarcastic},
+	{ReasonAmbiguous, jobs.Hold, hedges},
+	{ReasonChangedArguments, jobs.Hold, changesArguments},
+	{ReasonCondition, jobs.Hold, qualifies},
+	{ReasonNegation, jobs.Hold, negates},
 }
 
 // Veto runs the vetoes of the rule-based verifier on a reply to the pending action a. When one
@@ -40,13 +45,9 @@ func (r *Rules) Veto(a Action, reply string) (Judgement, bool) {
 
 func (an *analysis) veto() (Judgement, bool) {
 	for _, rule := range vetoRules {
-		if !rule.match(an) {
-			continue
+		if rule.match(an) {
+			return Judgement{Verdict: rule.verdict, Reason: rule.reason}, true
 		}
-		if rule.reason == ReasonNegation && an.refuses() {
-			return Judgement{Verdict: jobs.Decline, Reason: ReasonRefusal}, true
-		}
-		return Judgement{Verdict: jobs.Hold, Reason: rule.reason}, true
 	}
 	return Judgement{}, false
 }
@@ -73,20 +74,20 @@ func addressesSystem(an *analysis) bool {
 }
 
 // reportsSpeech: quotes; a speech verb or another person ("my wife said yes"); a person or thing
-// of the arguments as the subject ("dana is fine with it", "dana's fine"). The caller repeating
-// their own refusal ("i said no") is not reported speech.
+// of the arguments as the subject ("dana is fine with it", "dana's fine"). A reply that opens
+// with the caller's own clean refusal ("no, I'll tell her myself", "i said no") is not reported
+// speech: it declines.
 func reportsSpeech(an *analysis) bool {
 	if an.u.quoted {
 		return true
 	}
+	if an.refuses() {
+		return false
+	}
 	words := an.u.words
 	for i := 0; i < len(words); i++ {
-		if f := firstPersonSpeech.at(words, i); f != nil {
-			if !an.refuses() {
-				return true
-			}
-			i += len(f) - 1
-			continue
+		if firstPersonSpeech.at(words, i) != nil {
+			return true // "i said yes" may answer another question
 		}
 		if f := reportedPhrases.at(words, i); f != nil && !an.covered(i, len(f)) && !(len(f) == 1 && an.v.has(f[0])) {
 			return true
@@ -163,8 +164,9 @@ func isSarcastic(an *analysis) bool {
 			return true
 		}
 	}
+	// "yes... not", "great idea. not": a final "not" that negates no verb of its own.
 	n := len(words)
-	return n > 1 && words[n-1] == "not" && an.count[kindApproval] > 0
+	return n > 1 && words[n-1] == "not" && !auxiliaries[words[n-2]] && words[n-2] != "must" && an.count[kindApproval] > 0
 }
 
 var (
@@ -176,8 +178,10 @@ var (
 func hedges(an *analysis) bool { return an.found(hedgePhrases, false, false) }
 
 // changesArguments: a change word ("instead", "make it", "add", "without"); a number, a value
-// word (a day, a size, a currency) or, after a preposition, a word that is not in the action;
-// or a value put in the place of another ("from savings" when savings is the destination).
+// word (a day, a size, a currency) or, after a preposition, a word that is not in the action; a
+// value put in the place of another ("from savings" when savings is the destination); an unknown
+// word after "and" or "then" (another action: "yes and attach the report"); a restriction of the
+// action to part of it ("just pepperoni").
 func changesArguments(an *analysis) bool {
 	if an.found(changeMarkers, true, true) {
 		return true
@@ -202,7 +206,7 @@ func changesArguments(an *analysis) bool {
 		if j == len(words) || an.u.clause[j] != an.u.clause[i] {
 			continue
 		}
-		if an.kind[j] == kindUnknown || an.v.swapped(w, words[j]) {
+		if an.kind[j] == kindUnknown && !an.infinitive(w, j) || an.v.swapped(w, words[j]) {
 			return true
 		}
 		if partyPrepositions[w] && personPronouns[words[j]] && !an.v.has(words[j]) {
@@ -210,6 +214,15 @@ func changesArguments(an *analysis) bool {
 		}
 	}
 	for i := 0; i+1 < len(words); i++ {
+		if joiners[words[i]] {
+			j := i + 1
+			for j < len(words) && joinerSkip[words[j]] {
+				j++
+			}
+			if j < len(words) && an.kind[j] == kindUnknown && !an.startsNumber(j) {
+				return true // "yes and attach the report", "then email bob"
+			}
+		}
 		if restrictors[words[i]] && an.kind[i+1] != kindApproval && !an.v.toolWords[words[i+1]] &&
 			(an.v.has(words[i+1]) || an.startsNumber(i+1) || valueWords[words[i+1]]) {
 			return true
@@ -217,6 +230,16 @@ func changesArguments(an *analysis) bool {
 	}
 	return false
 }
+
+// infinitive reports whether words[j], after the preposition prep, is rather a verb after the
+// infinitive "to": it is followed by its object ("happy for you to get those").
+func (an *analysis) infinitive(prep string, j int) bool {
+	words := an.u.words
+	return prep == "to" && j+1 < len(words) && an.u.clause[j+1] == an.u.clause[j] && objectStarts[words[j+1]]
+}
+
+// objectStarts begin the object of a verb.
+var objectStarts = wordSet("the a an it them that this those these my your our me us him her")
 
 // startsNumber reports whether a number starts at words[i].
 func (an *analysis) startsNumber(i int) bool {
@@ -239,8 +262,9 @@ func isIncomplete(an *analysis) bool {
 // toVerbs take "to" and a verb that may be left out ("i have to", "i am going to").
 var toVerbs = wordSet("have going got ought used")
 
-// swapped reports whether value, said after the preposition "from" or "to" ("into", "onto"), belongs only to
-// arguments named for the other direction ("from savings" when savings is the to_account).
+// swapped reports whether value, said after the preposition "from" or "to" (or "into", "onto"),
+// belongs only to arguments named for the other direction ("from savings" when savings is the
+// to_account).
 func (v *vocabulary) swapped(prep, value string) bool {
 	if prep == "into" || prep == "onto" {
 		prep = "to"
@@ -267,7 +291,8 @@ func (v *vocabulary) swapped(prep, value string) bool {
 	return mentionsOther
 }
 
-// negates: any refusal phrase, including any negation word ("yes, don't", "no wait yes").
+// negates: any refusal phrase, including any negation word, in a reply that is not a clean
+// refusal ("yes, don't", "not yet", "yes no").
 func negates(an *analysis) bool { return an.count[kindRefusal] > 0 }
 
 // found reports whether a phrase of p occurs in the reply. With uncovered, a match inside an

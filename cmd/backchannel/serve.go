@@ -22,6 +22,7 @@ import (
 	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/jobs/memstore"
 	"github.com/backchannel-io/backchannel/jobs/redisstore"
+	"github.com/backchannel-io/backchannel/permissions"
 )
 
 // serveConfig is the configuration of `backchannel serve` (SPEC 18).
@@ -37,6 +38,9 @@ type serveConfig struct {
 	resumeWindow    time.Duration
 	backgroundAfter time.Duration
 	nodeID          string
+	judgeURL        string
+	judgeKey        string
+	judgeModel      string
 }
 
 // envOr returns the environment variable's value, or def.
@@ -81,6 +85,9 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&c.openAIModel, "openai-model", envOr("BACKCHANNEL_OPENAI_MODEL", "gpt-realtime"), "model for --model openai [BACKCHANNEL_OPENAI_MODEL]")
 	fs.DurationVar(&c.resumeWindow, "resume-window", rw, "how long a dropped connection's slot waits for a resume [BACKCHANNEL_RESUME_WINDOW]")
 	fs.DurationVar(&c.backgroundAfter, "background-after", ba, "when a text agent's unfinished call goes to the background [BACKCHANNEL_BACKGROUND_AFTER]")
+	fs.StringVar(&c.judgeURL, "judge-url", envOr("BACKCHANNEL_JUDGE_URL", ""), "OpenAI-compatible chat completions base URL of an LLM judge for spoken permissions; its approvals must still pass the rule-based vetoes (default: the rule-based verifier alone) [BACKCHANNEL_JUDGE_URL]")
+	fs.StringVar(&c.judgeKey, "judge-key", envOr("BACKCHANNEL_JUDGE_KEY", ""), "API key of the LLM judge [BACKCHANNEL_JUDGE_KEY]")
+	fs.StringVar(&c.judgeModel, "judge-model", envOr("BACKCHANNEL_JUDGE_MODEL", "gpt-4.1-mini"), "model of the LLM judge [BACKCHANNEL_JUDGE_MODEL]")
 	fs.StringVar(&c.nodeID, "node-id", envOr("BACKCHANNEL_NODE_ID", fmt.Sprintf("%s-%d", host, os.Getpid())), "this node's name [BACKCHANNEL_NODE_ID]")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -162,8 +169,12 @@ func serve(args []string) error {
 	}
 	defer closeStore()
 
-	node := broker.NewNode(broker.Config{APIKeys: keys, ResumeWindow: c.resumeWindow,
-		BackgroundAfter: c.backgroundAfter, Logger: log}, store)
+	cfg := broker.Config{APIKeys: keys, ResumeWindow: c.resumeWindow, BackgroundAfter: c.backgroundAfter,
+		Logger: log, DefaultModel: c.model}
+	if c.judgeURL != "" {
+		cfg.Verifier = &permissions.LLMJudge{URL: c.judgeURL, APIKey: c.judgeKey, Model: c.judgeModel}
+	}
+	node := broker.NewNode(cfg, store)
 	wsh := ws.NewHandler(node, ws.Options{Logger: log})
 	mcph := mcp.New(node, log)
 	handler := node.Handler(wsh, func(mux *http.ServeMux) {
