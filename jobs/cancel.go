@@ -46,25 +46,45 @@ func (e *Engine) cancel(ctx context.Context, j *Job, reason frames.CancelReason)
 	return result, err
 }
 
-// cascade closes every open child of an ended parent call with parent_cancelled (SPEC 11),
-// each exactly once and each after its parent; children's children follow through their own
-// cancellation. It then clears the parent's cascade marker.
-// With always unset (right after the parent's own transition) a parent found without open
-// children leaves any marker to the scheduler, which clears it.
+// cascade closes every open descendant of an ended parent call with parent_cancelled (SPEC
+// 11), each exactly once and each after its parent: open children are cancelled (and cascade
+// themselves), and the cascade goes through children that already ended (a sub-agent call that
+// completed keeps its calls, but they are still descendants of the cancelled call). It then
+// clears the parent's cascade marker. With always unset (right after the parent's own
+// transition) a parent found without children leaves any marker to the scheduler, which clears
+// it.
 func (e *Engine) cascade(ctx context.Context, tenant, parentCallID string, always bool) error {
-	var ids []string
-	err := e.retry(ctx, func() error {
-		var err error
-		ids, err = e.store.OpenChildren(ctx, tenant, parentCallID)
-		return err
-	})
+	ids, err := e.children(ctx, tenant, parentCallID)
 	if err != nil {
 		return err
 	}
 	if len(ids) == 0 && !always {
 		return nil
 	}
+	seen := map[string]bool{parentCallID: true}
+	if err := e.closeDescendants(ctx, tenant, ids, seen); err != nil {
+		return err
+	}
+	return e.retry(ctx, func() error { return e.store.DoneCascade(ctx, tenant, parentCallID) })
+}
+
+func (e *Engine) children(ctx context.Context, tenant, callID string) ([]string, error) {
+	var ids []string
+	err := e.retry(ctx, func() error {
+		var err error
+		ids, err = e.store.Children(ctx, tenant, callID)
+		return err
+	})
+	return ids, err
+}
+
+// closeDescendants cancels the open jobs among ids and walks through the ended ones.
+func (e *Engine) closeDescendants(ctx context.Context, tenant string, ids []string, seen map[string]bool) error {
 	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
 		child, err := e.load(ctx, tenant, id, true)
 		if errors.Is(err, ErrNotFound) {
 			continue
@@ -72,12 +92,20 @@ func (e *Engine) cascade(ctx context.Context, tenant, parentCallID string, alway
 		if err != nil {
 			return err
 		}
-		if child.State.Terminal() {
+		if !child.State.Terminal() {
+			// Its own cancellation cascades to its descendants.
+			if _, err := e.cancel(ctx, child, frames.CancelParentCancelled); err != nil {
+				return err
+			}
 			continue
 		}
-		if _, err := e.cancel(ctx, child, frames.CancelParentCancelled); err != nil {
+		grand, err := e.children(ctx, tenant, id)
+		if err != nil {
+			return err
+		}
+		if err := e.closeDescendants(ctx, tenant, grand, seen); err != nil {
 			return err
 		}
 	}
-	return e.retry(ctx, func() error { return e.store.DoneCascade(ctx, tenant, parentCallID) })
+	return nil
 }

@@ -31,8 +31,10 @@ type Store interface {
 	DoneCascade(ctx context.Context, tenant, callID string) error
 	// OpenJobs returns the call ids of the session's non-terminal jobs.
 	OpenJobs(ctx context.Context, tenant, sessionID string) ([]string, error)
-	// OpenChildren returns the call ids of the non-terminal jobs whose ParentCallID is callID.
-	OpenChildren(ctx context.Context, tenant, callID string) ([]string, error)
+	// Children returns the call ids of the jobs whose ParentCallID is callID, open or ended
+	// (they are kept as long as the parent is: the cascade goes through an ended child to its
+	// open descendants).
+	Children(ctx context.Context, tenant, callID string) ([]string, error)
 	// Timeline returns the session's timeline entries from index from on (0: all), oldest first.
 	Timeline(ctx context.Context, tenant, sessionID string, from int) ([]Entry, error)
 	// Ping reports whether the store is reachable.
@@ -67,7 +69,7 @@ type Transition struct {
 	Retention time.Duration
 	// NowMS is the time of the transition (epoch ms).
 	NowMS int64
-	// Cascade asks the store, when the job ends with open children, to record a cascade marker
+	// Cascade asks the store, when the job ends with children, to record a cascade marker
 	// due at NowMS+LeaseMS in the deadline index: if the engine dies before closing the
 	// children, ClaimDue hands the marker to another engine.
 	Cascade bool

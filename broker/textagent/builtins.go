@@ -18,10 +18,10 @@ func (a *Agent) cancelCall(k *call, raw json.RawMessage) {
 	case id == "" || string(args["tool_call_id"]) == `""`:
 		a.answerNow(k, ErrorResult(MsgToolCallIDEmpty))
 		return
-	case t == nil || t == k:
+	case t == nil:
 		a.answerNow(k, withHeader(ErrorResult(MsgUnknownToolCallID), HeaderToolCallID, id))
 		return
-	case t.builtin:
+	case t.builtin: // a cancel naming itself is a running built-in too
 		a.answerNow(k, ErrorResult(MsgToolCallCannotBeCanceled))
 		return
 	case t.cancelRequested:

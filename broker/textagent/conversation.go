@@ -37,10 +37,12 @@ func newConversation(id string, parent *conversation, parentCall *call) *convers
 }
 
 // jobParent is the broker call id the jobs of this conversation hang from: its own parent call,
-// or its nearest ancestor's (SPEC 11: descendants are closed with the parent call).
+// or its nearest ancestor's (SPEC 11: descendants are closed with the parent call). A parent call
+// that was refused at start has no job; the next ancestor's counts. The job engine's cascade goes
+// through parent calls that have ended to their open descendants.
 func (c *conversation) jobParent() string {
 	for x := c; x != nil; x = x.parent {
-		if x.parentCall != nil {
+		if x.parentCall != nil && x.parentCall.brokerID != "" {
 			return x.parentCall.brokerID
 		}
 	}

@@ -157,9 +157,6 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		}
 		if tr.Terminated() {
 			remove(t.open, j.SessionID, tr.CallID)
-			if j.ParentCallID != "" {
-				remove(t.children, j.ParentCallID, tr.CallID)
-			}
 			if tr.Cascade && len(t.children[tr.CallID]) > 0 {
 				t.setDeadline(cascadePrefix+tr.CallID, tr.NowMS+tr.LeaseMS)
 			}
@@ -321,8 +318,8 @@ func (s *Store) OpenJobs(ctx context.Context, tenant, sessionID string) ([]strin
 	return s.members(tenant, func(t *space) map[string]struct{} { return t.open[sessionID] }), nil
 }
 
-// OpenChildren implements jobs.Store.
-func (s *Store) OpenChildren(ctx context.Context, tenant, callID string) ([]string, error) {
+// Children implements jobs.Store.
+func (s *Store) Children(ctx context.Context, tenant, callID string) ([]string, error) {
 	return s.members(tenant, func(t *space) map[string]struct{} { return t.children[callID] }), nil
 }
 

@@ -14,7 +14,7 @@
 //	PREFIX{t:T}:handle:HANDLE     string: "L:CALL_ID" while its job is open, "B:CALL_ID" once burned
 //	PREFIX{t:T}:deadlines         sorted set: call id (or "^CALL_ID", a cascade marker) by due ms
 //	PREFIX{t:T}:open:SESSION_ID   set: call ids of the session's open jobs
-//	PREFIX{t:T}:children:CALL_ID  set: open call ids whose parent call is CALL_ID
+//	PREFIX{t:T}:children:CALL_ID  set: call ids whose parent call is CALL_ID (kept while the parent is)
 //	PREFIX{t:T}:timeline:SESSION  list: timeline entries (JSON), oldest first
 //
 // Terminal jobs, burned handles and timelines expire after the retention period.
@@ -256,8 +256,8 @@ func (s *Store) OpenJobs(ctx context.Context, tenant, sessionID string) ([]strin
 	return s.members(ctx, s.keysOf(tenant).open(sessionID))
 }
 
-// OpenChildren implements jobs.Store.
-func (s *Store) OpenChildren(ctx context.Context, tenant, callID string) ([]string, error) {
+// Children implements jobs.Store.
+func (s *Store) Children(ctx context.Context, tenant, callID string) ([]string, error) {
 	return s.members(ctx, s.keysOf(tenant).children(callID))
 }
 

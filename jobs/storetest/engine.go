@@ -41,6 +41,7 @@ func runEngine(t *testing.T, newStore Factory) {
 		{"CascadeOnTimeout", testCascadeTimeout},
 		{"NoCascadeOnCompletion", testNoCascadeOnCompletion},
 		{"ChildOfCancelledParent", testChildOfCancelledParent},
+		{"CascadeThroughAnEndedChild", testCascadeThroughEndedChild},
 		{"CascadeFinishedByAnotherEngine", testCascadeRecovery},
 		{"CallIDs", testCallIDs},
 	} {
@@ -783,8 +784,11 @@ func checkCascade(t *testing.T, f *fixture, sess string, p, c1, c2, g *jobs.Job)
 	if count(f.timeline(sess), c1.CallID, jobs.KindLateResultDropped) != 1 {
 		t.Fatalf("late result of a descendant not recorded")
 	}
-	if open, _ := f.store.OpenChildren(f.ctx, tenantA, p.CallID); len(open) != 0 {
-		t.Fatalf("open children left: %v", open)
+	kids, _ := f.store.Children(f.ctx, tenantA, p.CallID)
+	for _, id := range kids {
+		if s := f.load(id).State; !s.Terminal() {
+			t.Fatalf("child %s left %s", id, s)
+		}
 	}
 }
 
@@ -830,6 +834,41 @@ func testNoCascadeOnCompletion(t *testing.T, f *fixture) {
 	k, _ := f.engine.Call(f.ctx, jobs.NewCall{Tenant: tenantA, SessionID: sess, Tool: instantTool, ParentCallID: q.CallID})
 	_, _ = f.engine.Result(f.ctx, addr(q), nil, "boom", true)
 	wantState(t, f.load(k.CallID), jobs.Pending)
+}
+
+// A sub-agent call that completed keeps its own calls, but they are still descendants of its
+// parent: cancelling the parent closes them (SPEC 11).
+func testCascadeThroughEndedChild(t *testing.T, f *fixture) {
+	sess := session()
+	p := f.call(sess, deferredTool)
+	mk := func(parent string) *jobs.Job {
+		j, err := f.engine.Call(f.ctx, jobs.NewCall{Tenant: tenantA, SessionID: sess, Tool: deferredTool, ParentCallID: parent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	q := mk(p.CallID)
+	g := mk(q.CallID)
+	f.deferJob(g, "grand-"+g.CallID)
+	if _, err := f.engine.Result(f.ctx, addr(q), json.RawMessage(`"sub-agent done"`), "", false); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, f.load(g.CallID), jobs.Deferred) // completing normally keeps its calls
+	if _, _, err := f.engine.Cancel(f.ctx, addr(p), frames.CancelAgentRequest); err != nil {
+		t.Fatal(err)
+	}
+	got := f.load(g.CallID)
+	if got.State != jobs.Cancelled || got.CancelReason != "parent_cancelled" {
+		t.Fatalf("grandchild under an ended child: %s/%s, want cancelled/parent_cancelled", got.State, got.CancelReason)
+	}
+	wantState(t, f.load(q.CallID), jobs.Completed)
+	if n := count(f.timeline(sess), g.CallID, jobs.KindCancel); n != 1 {
+		t.Fatalf("grandchild closed %d times", n)
+	}
+	if n := count(f.timeline(sess), q.CallID, jobs.KindDuplicateCancel); n != 0 {
+		t.Fatalf("the ended child was cancelled again")
+	}
 }
 
 func testChildOfCancelledParent(t *testing.T, f *fixture) {

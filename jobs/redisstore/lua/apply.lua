@@ -4,8 +4,8 @@
 -- KEYS[2] deadlines zset  member = call id (or "^" .. call id for a cascade marker), score = due ms
 -- KEYS[3] handle string   "L:" .. call id while its job is open, "B:" .. call id once burned
 -- KEYS[4] open set        call ids of the session's open jobs
--- KEYS[5] children set    open call ids whose parent call is this job's parent (the job's own key when it has no parent)
--- KEYS[6] own children    open call ids whose parent call is this job
+-- KEYS[5] children set    call ids whose parent call is this job's parent (the job's own key when it has no parent)
+-- KEYS[6] own children    call ids whose parent call is this job (expires with the job)
 -- KEYS[7] timeline list   the session's entries (JSON)
 --
 -- ARGV[1]  transition id
@@ -67,9 +67,8 @@ if ARGV[3] == '1' then
     if KEYS[5] ~= KEYS[1] then redis.call('SADD', KEYS[5], id) end
   elseif idx == 'rem' then
     redis.call('SREM', KEYS[4], id)
-    if KEYS[5] ~= KEYS[1] then redis.call('SREM', KEYS[5], id) end
     redis.call('PEXPIRE', KEYS[1], ARGV[13])
-    if ARGV[14] ~= '0' and redis.call('SCARD', KEYS[6]) > 0 then
+    if redis.call('PEXPIRE', KEYS[6], ARGV[13]) == 1 and ARGV[14] ~= '0' then
       redis.call('ZADD', KEYS[2], ARGV[14], '^' .. id)
     end
   end
