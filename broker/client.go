@@ -2,6 +2,7 @@ package broker
 
 import (
 	"crypto/subtle"
+	"encoding/json"
 	"sync/atomic"
 	"time"
 
@@ -42,7 +43,9 @@ func (c *Client) Receive(data []byte) {
 		return
 	}
 	if !c.limiter.Allow() {
-		c.violation(frames.Errorf(frames.CodeLimitExceeded, "more than %g frames/s (burst %d) on this connection", lim.FramesPerSecond, lim.FrameBurst))
+		e := frames.Errorf(frames.CodeLimitExceeded, "more than %g frames/s (burst %d) on this connection", lim.FramesPerSecond, lim.FrameBurst)
+		e.Ref = frameID(data) // SPEC 2: an answer to a frame carries its id
+		c.violation(e)
 		return
 	}
 	c.violations = 0
@@ -71,6 +74,17 @@ func (c *Client) ReceiveAudio(data []byte) {
 		s.voice.callerAudio(chunk)
 		s.voice.m.CallerAudio(chunk)
 	})
+}
+
+// frameID reads the id of a frame that is not decoded ("" when it has none).
+func frameID(data []byte) string {
+	var f struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(data, &f) != nil || len(f.ID) > frames.MaxIDLen {
+		return ""
+	}
+	return f.ID
 }
 
 // Oversized reports a message the transport refused to read whole (over MaxFrameBytes).

@@ -87,7 +87,7 @@ func (c *Config) setDefaults() {
 	def(&l.FrameBurst, 200)
 	def(&l.OutboxFrames, 1000)
 	def(&l.OutboxBytes, 16<<20)
-	def(&l.SendQueueBytes, 8<<20)
+	def(&l.SendQueueBytes, 32<<20)
 	def(&l.MaxViolations, 100)
 	if l.FramesPerSecond <= 0 {
 		l.FramesPerSecond = 100

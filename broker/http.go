@@ -129,30 +129,60 @@ func (n *Node) callerURL(r *http.Request, s *Session) string {
 	return strings.TrimRight(base, "/") + "/?" + q.Encode()
 }
 
-// authorizeSession checks a request for a session resource: an API key of the session's tenant
-// or the session's join token. It writes the error and returns false when the request may not
-// see it (a session of another tenant answers exactly as a missing one).
+// authorizeSession checks a request for a session resource. It writes the error and returns
+// false when the request may not see it.
 func (n *Node) authorizeSession(w http.ResponseWriter, r *http.Request, id string) (tenant string, ok bool) {
-	tok := bearer(r)
-	keyTenant, isKey := n.tenantOf(tok)
+	tenant, _, e := n.AuthorizeSession(id, bearer(r))
+	if e != nil {
+		status := http.StatusUnauthorized
+		if e.Code == frames.CodeNotFound {
+			status = http.StatusNotFound
+		}
+		httpError(w, status, e.Code, e.Message)
+		return "", false
+	}
+	return tenant, true
+}
+
+// AuthorizeSession checks token — an API key of the session's tenant, or the session's join
+// token — for the resources of session id (SPEC 3.1, 3.5). It returns the session's tenant and
+// whether the session is still live (an ended one is remembered for the retention period), or an
+// error frame: not_found (no such session, or one of another tenant: exactly alike) or
+// unauthorized.
+func (n *Node) AuthorizeSession(id, token string) (tenant string, live bool, err *frames.Error) {
+	keyTenant, isKey := n.tenantOf(token)
 	var sTenant, joinToken string
 	if s := n.session(id); s != nil {
-		sTenant, joinToken = s.tenant, s.joinToken
+		sTenant, joinToken, live = s.tenant, s.joinToken, true
 	} else if e := n.endedInfo(id); e != nil {
 		sTenant, joinToken = e.tenant, e.joinToken
 	}
 	switch {
 	case isKey:
 		if sTenant == "" || sTenant != keyTenant {
-			httpError(w, http.StatusNotFound, frames.CodeNotFound, "no session "+id)
-			return "", false
+			return "", false, frames.Errorf(frames.CodeNotFound, "no session %s", id)
 		}
-		return sTenant, true
-	case tok != "" && joinToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(joinToken)) == 1:
-		return sTenant, true
+		return sTenant, live, nil
+	case token != "" && joinToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(joinToken)) == 1:
+		return sTenant, live, nil
 	}
-	httpError(w, http.StatusUnauthorized, frames.CodeUnauthorized, "an API key of the session's tenant or its join token is required")
-	return "", false
+	return "", false, frames.Errorf(frames.CodeUnauthorized, "an API key of the session's tenant or its join token is required")
+}
+
+// HangUp ends tenant's live session id with reason hung_up (SPEC 3.6: an explicit hang-up, the
+// WebRTC resource's DELETE) and returns once session.ended went to every connection. It reports
+// false when tenant has no such live session.
+func (n *Node) HangUp(tenant, id string) bool {
+	s := n.session(id)
+	if s == nil || s.tenant != tenant {
+		return false
+	}
+	done := make(chan struct{})
+	if !s.post(func() { s.end(endHungUp); close(done) }) {
+		return false
+	}
+	<-done
+	return true
 }
 
 // timeline is GET /v1/sessions/{id}/timeline and its ?follow=1 stream (SPEC 16).

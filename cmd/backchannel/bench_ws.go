@@ -455,4 +455,3 @@ func (r *privateRedis) stop() {
 	_ = r.cmd.Wait()
 	_ = os.RemoveAll(r.dir)
 }
-

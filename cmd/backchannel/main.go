@@ -20,6 +20,8 @@ func main() {
 		err = verifyPermission(os.Args[2:])
 	case "bench":
 		err = bench(os.Args[2:])
+	case "call":
+		err = call(os.Args[2:])
 	case "help", "-h", "--help":
 		usage()
 		return
@@ -40,6 +42,7 @@ func usage() {
 commands:
   serve               run the broker (backchannel serve -h for its flags)
   verify-permission   read {"action","arguments","ask","reply"} JSON lines on stdin, write verdicts
+  call                call a tool of a session as a text agent, and wait for its result
   bench               measure the broker (--peer-json: the lifecycle benchmark for ../shared/peerbench)
 `)
 }

@@ -10,14 +10,17 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	pionwebrtc "github.com/pion/webrtc/v4"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/broker/mcp"
+	bcwebrtc "github.com/backchannel-io/backchannel/broker/webrtc"
 	"github.com/backchannel-io/backchannel/broker/ws"
 	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/jobs/memstore"
@@ -41,6 +44,9 @@ type serveConfig struct {
 	judgeURL        string
 	judgeKey        string
 	judgeModel      string
+	rtcUDPPort      int
+	rtcPublicIP     string
+	rtcICEServers   string
 }
 
 // envOr returns the environment variable's value, or def.
@@ -88,6 +94,9 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&c.judgeURL, "judge-url", envOr("BACKCHANNEL_JUDGE_URL", ""), "OpenAI-compatible chat completions base URL of an LLM judge for spoken permissions; its approvals must still pass the rule-based vetoes (default: the rule-based verifier alone) [BACKCHANNEL_JUDGE_URL]")
 	fs.StringVar(&c.judgeKey, "judge-key", envOr("BACKCHANNEL_JUDGE_KEY", ""), "API key of the LLM judge [BACKCHANNEL_JUDGE_KEY]")
 	fs.StringVar(&c.judgeModel, "judge-model", envOr("BACKCHANNEL_JUDGE_MODEL", "gpt-4.1-mini"), "model of the LLM judge [BACKCHANNEL_JUDGE_MODEL]")
+	fs.IntVar(&c.rtcUDPPort, "webrtc-udp-port", envInt("BACKCHANNEL_WEBRTC_UDP_PORT", 0), "one UDP port for every WebRTC caller (0: an ephemeral port each) [BACKCHANNEL_WEBRTC_UDP_PORT]")
+	fs.StringVar(&c.rtcPublicIP, "webrtc-public-ip", envOr("BACKCHANNEL_WEBRTC_PUBLIC_IP", ""), "public IP announced to WebRTC callers behind NAT [BACKCHANNEL_WEBRTC_PUBLIC_IP]")
+	fs.StringVar(&c.rtcICEServers, "webrtc-ice-servers", envOr("BACKCHANNEL_WEBRTC_ICE_SERVERS", ""), "comma-separated STUN/TURN URLs for WebRTC [BACKCHANNEL_WEBRTC_ICE_SERVERS]")
 	fs.StringVar(&c.nodeID, "node-id", envOr("BACKCHANNEL_NODE_ID", fmt.Sprintf("%s-%d", host, os.Getpid())), "this node's name [BACKCHANNEL_NODE_ID]")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -177,9 +186,14 @@ func serve(args []string) error {
 	node := broker.NewNode(cfg, store)
 	wsh := ws.NewHandler(node, ws.Options{Logger: log})
 	mcph := mcp.New(node, log)
+	rtc, err := bcwebrtc.NewHandler(node, c.webrtcOptions(log))
+	if err != nil {
+		return fmt.Errorf("webrtc: %v", err)
+	}
 	handler := node.Handler(wsh, func(mux *http.ServeMux) {
 		routes(mux)
 		mux.Handle("/mcp", mcph)
+		rtc.Register(mux)
 	})
 
 	ln, err := net.Listen("tcp", c.addr)
@@ -215,8 +229,10 @@ func serve(args []string) error {
 		log.Warn("shutdown did not finish", "err", err)
 	}
 	wsh.CloseAll(broker.StatusServiceRestart, "service restart")
+	rtc.Close()
 	_ = srv.Shutdown(shutCtx)
 	_ = wsh.Wait(shutCtx) // the last frames and close frames are written
+	_ = rtc.Wait(shutCtx)
 	cancelRun()
 	return nil
 }
@@ -228,4 +244,27 @@ func displayAddr(a net.Addr) string {
 		return "127.0.0.1" + s[4:]
 	}
 	return s
+}
+
+func envInt(name string, def int) int {
+	if v, ok := os.LookupEnv(name); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return def
+}
+
+// webrtcOptions turns the --webrtc-* flags into the transport's options (none: loopback only).
+func (c *serveConfig) webrtcOptions(log *slog.Logger) bcwebrtc.Options {
+	o := bcwebrtc.Options{UDPMuxPort: c.rtcUDPPort, Logger: log}
+	for _, u := range strings.Split(c.rtcICEServers, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			o.ICEServers = append(o.ICEServers, pionwebrtc.ICEServer{URLs: []string{u}})
+		}
+	}
+	if c.rtcPublicIP != "" {
+		o.AddressRewriteRules = []pionwebrtc.ICEAddressRewriteRule{{External: []string{c.rtcPublicIP}, AsCandidateType: pionwebrtc.ICECandidateTypeHost}}
+	}
+	return o
 }

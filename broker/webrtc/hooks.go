@@ -1,0 +1,68 @@
+package webrtc
+
+import (
+	"net/http"
+
+	"github.com/backchannel-io/backchannel/broker"
+	"github.com/backchannel-io/backchannel/frames"
+)
+
+// The two broker hooks this transport needs; *broker.Node satisfies them (tests may stand in).
+
+// sessionAuthorizer authenticates a request for a resource of a session.
+type sessionAuthorizer interface {
+	// AuthorizeSession checks token — an API key of the session's tenant, or the session's
+	// join token — for the resources of session id (SPEC 3.1, 3.5). It returns the session's
+	// tenant and whether the session is still live (an ended one is remembered for the
+	// retention period), or an error frame: not_found (HTTP 404: no such session, or one of
+	// another tenant) or unauthorized (HTTP 401).
+	AuthorizeSession(id, token string) (tenant string, live bool, err *frames.Error)
+}
+
+// hangUpper ends a session because its caller hung up.
+type hangUpper interface {
+	// HangUp ends the live session id of tenant with reason hung_up (SPEC 3.6) and returns once
+	// session.ended went to every connection of the session. It reports false when tenant has
+	// no such live session.
+	HangUp(tenant, id string) bool
+}
+
+// authorization is the outcome of authorize.
+type authorization struct {
+	tenant string // "" when the interim check could not tell
+	live   bool   // true when the session is live, or the interim check could not tell
+	status int    // the HTTP status of a refusal; 0 when authorized
+	err    *frames.Error
+}
+
+// authorize checks the bearer token of r for session id.
+func (h *Handler) authorize(r *http.Request, id string) authorization {
+	token := bearer(r)
+	if h.authorizer != nil {
+		tenant, live, e := h.authorizer.AuthorizeSession(id, token)
+		if e != nil {
+			status := http.StatusUnauthorized
+			if e.Code == frames.CodeNotFound {
+				status = http.StatusNotFound
+			}
+			return authorization{status: status, err: e}
+		}
+		return authorization{tenant: tenant, live: live}
+	}
+	return authorization{status: http.StatusServiceUnavailable, err: frames.Errorf(frames.CodeInternal, "the broker cannot authorize sessions")}
+}
+
+// hangUpSession ends session id with reason hung_up and closes p, the resource's peer
+// connection, if it is still open.
+func (h *Handler) hangUpSession(a authorization, id string, p *peer) bool {
+	if h.hangUpper == nil {
+		return false
+	}
+	ended := a.live && h.hangUpper.HangUp(a.tenant, id)
+	// An attached peer connection is closed by the session's end, after session.ended; one
+	// that never said hello is closed here.
+	if p != nil && (!ended || p.client.Load() == nil) {
+		p.Close(broker.StatusNormal, "hung up")
+	}
+	return true
+}
