@@ -98,9 +98,17 @@ func (c *Client) Oversized(size int) {
 func (c *Client) violation(e *frames.Error) {
 	c.violations++
 	if c.violations > c.session.node.cfg.Limits.MaxViolations {
+		// Nothing more is read; the answers already on their way go out first, then this
+		// frame's error, then the close.
 		c.closed.Store(true)
-		c.tr.Close(StatusPolicy, "limit exceeded repeatedly")
-		c.session.post(func() { c.session.dropped(c) })
+		s := c.session
+		if !s.post(func() {
+			s.clientError(c, e)
+			c.tr.Close(StatusPolicy, "limit exceeded repeatedly")
+			s.dropped(c)
+		}) {
+			c.tr.Close(StatusPolicy, "limit exceeded repeatedly")
+		}
 		return
 	}
 	c.session.post(func() { c.session.clientError(c, e) })

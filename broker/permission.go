@@ -51,11 +51,11 @@ func (v *voice) nextPermission() {
 		}
 		p := &permission{v: v, vc: vc, callID: vc.brokerID}
 		v.perm = p
-		v.m.SetAutoRespond(false)
+		v.updateAutoRespond()
 		p.queueAsk(model.PermissionAsk)
 		return
 	}
-	v.m.SetAutoRespond(true)
+	v.updateAutoRespond()
 }
 
 // queueAsk queues the ask, or the clarification after a hold, ahead of everything else.
@@ -126,6 +126,12 @@ func (p *permission) judge(reply string, interrupting bool) {
 		s.node.log.Warn("broker: recording a permission decision", "call_id", p.callID, "err", err)
 		p.v.nextPermission()
 		return
+	}
+	if j.Verdict != jobs.Hold {
+		// A clarification still queued is moot once the caller answered clearly.
+		p.v.queue.Remove(func(it *narration.Item) bool {
+			return it.Kind == narration.PermissionAsk && it.CallID == p.callID
+		})
 	}
 	switch j.Verdict {
 	case jobs.Approve:

@@ -225,6 +225,9 @@ func (s *Session) end(reason frames.EndReason) {
 // shared store (shutdown with the Redis store: SPEC 18).
 func (s *Session) detachAll(code int, reason string) {
 	s.stopIdle()
+	if s.voice != nil {
+		s.voice.stop()
+	}
 	for _, sl := range s.slots {
 		if sl.expiry != nil {
 			sl.expiry.Stop()

@@ -27,13 +27,14 @@ type voice struct {
 	wake    *time.Timer // the next time the floor may become free, or an item may expire
 	soon    *time.Timer // the coalescing wait after an item was queued
 
-	calls     map[string]*voiceCall // by broker call id
-	byModel   map[string]*voiceCall // by the model's call id
-	asks      map[string]*ask       // open interactions of voice jobs, by interaction id
-	asked     int                   // counts asks that started speaking (recency)
-	perm      *permission           // the permission ask being judged, if any
-	permQueue []*voiceCall          // jobs waiting for their permission ask
-	maxWait   time.Duration
+	calls       map[string]*voiceCall // by broker call id
+	byModel     map[string]*voiceCall // by the model's call id
+	asks        map[string]*ask       // open interactions of voice jobs, by interaction id
+	asked       int                   // counts asks that started speaking (recency)
+	perm        *permission           // the permission ask being judged, if any
+	permQueue   []*voiceCall          // jobs waiting for their permission ask
+	autoRespond *bool                 // what the model was last told (nil: not yet)
+	maxWait     time.Duration
 }
 
 // voiceCall is a call the voice model made of a host tool.
@@ -211,6 +212,18 @@ func (v *voice) finalTranscript(text string) {
 	v.m.CallerTurn(text, nil)
 }
 
+// updateAutoRespond turns the model's own responses to caller turns off while a permission ask
+// or an asked interaction waits for the caller's reply — the reply goes to the verifier or the
+// host, never to the model as a turn (SPEC 9, 12) — and on again otherwise. A turn the broker
+// does not consume then reaches the model through CallerTurn.
+func (v *voice) updateAutoRespond() {
+	want := v.perm == nil && v.latestAsk() == nil
+	if v.autoRespond == nil || *v.autoRespond != want {
+		v.autoRespond = &want
+		v.m.SetAutoRespond(want)
+	}
+}
+
 // latestAsk is the most recently asked open interaction.
 func (v *voice) latestAsk() *ask {
 	var best *ask
@@ -270,6 +283,7 @@ func (v *voice) pump() {
 		if a := v.askOf(it); a != nil {
 			v.asked++
 			a.askedSeq = v.asked
+			v.updateAutoRespond()
 		}
 		if p := v.perm; p != nil && p.callID == it.CallID && (d.req.Kind == model.PermissionAsk || d.req.Kind == model.Clarification) {
 			p.asking(id)
@@ -585,18 +599,6 @@ func (v *voice) deliveryFailed(it *narration.Item, reason narration.Reason) {
 // gets tool_job_delivery_failed session_ended, an unspoken inject gets inject_rejected
 // (retryable false) — both before session.ended.
 func (v *voice) ending() {
-	v.stopTicker()
-	if v.wake != nil {
-		v.wake.Stop()
-	}
-	if v.soon != nil {
-		v.soon.Stop()
-	}
-	for _, a := range v.asks {
-		if a.reask != nil {
-			a.reask.Stop()
-		}
-	}
 	var pending []*narration.Item
 	for _, r := range v.playing {
 		if r.item != nil {
@@ -617,6 +619,25 @@ func (v *voice) ending() {
 				v.s.send(sl, e)
 			}
 			v.s.record(jobs.KindInjectRejected, map[string]any{"text": d.req.Text, "retryable": false})
+		}
+	}
+	v.stop()
+}
+
+// stop stops everything the voice side runs — playout, timers, the model — and sends nothing
+// (a node shutting down with a shared store: SPEC 18).
+func (v *voice) stop() {
+	v.stopTicker()
+	v.playing = nil
+	if v.wake != nil {
+		v.wake.Stop()
+	}
+	if v.soon != nil {
+		v.soon.Stop()
+	}
+	for _, a := range v.asks {
+		if a.reask != nil {
+			a.reask.Stop()
 		}
 	}
 	if v.m != nil {

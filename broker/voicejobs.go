@@ -200,6 +200,7 @@ func (v *voice) closeAsk(id string, moot bool) {
 		return
 	}
 	delete(v.asks, id)
+	defer v.updateAutoRespond()
 	if a.reask != nil {
 		a.reask.Stop()
 	}

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -459,6 +460,17 @@ func (c *Conn) ExpectClosed(status websocket.StatusCode) {
 		c.mu.Unlock()
 		c.t.Fatalf("%s: closed with status %d, want %d (%v)", c.Name, got, status, cerr)
 	}
+}
+
+// CloseReason is the reason of the close frame the broker sent ("" when none came).
+func (c *Conn) CloseReason() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ce websocket.CloseError
+	if errors.As(c.closeErr, &ce) {
+		return ce.Reason
+	}
+	return ""
 }
 
 // IsClosed reports whether the connection has ended.

@@ -176,11 +176,36 @@ func TestHello(t *testing.T) {
 		if e := h1.Expect("error"); e.Str("code") != "bad_frame" || e.Str("ref") != "again" {
 			t.Errorf("a second hello answered %s, want bad_frame with ref", e)
 		}
+		// The first frame must be hello.
+		first := Dial(t, b.WSURL, "no-hello")
+		first.Send(map[string]any{"type": "tool_progress", "id": "p", "handle": "h", "note": "x"})
+		if e := first.Expect("error"); e.Str("code") != "bad_frame" {
+			t.Errorf("a first frame that is not hello: %s, want bad_frame", e)
+		}
+		first.ExpectClosed(websocket.StatusPolicyViolation)
+
 		// The connections that were accepted are all still open.
 		for _, conn := range []*Conn{h1, h2, c, j, a1} {
 			if conn.IsClosed() {
 				t.Errorf("%s was closed", conn.Name)
 			}
+		}
+	})
+}
+
+// TestHelloTimeout covers SPEC 3.2: a connection that sends no hello within 10 s is closed with
+// 1008.
+func TestHelloTimeout(t *testing.T) {
+	t.Parallel()
+	eachStore(t, broker.Config{}, func(t *testing.T, b *brokertest.Broker) {
+		c := Dial(t, b.WSURL, "silent")
+		start := time.Now()
+		status, err := c.WaitClosed(13 * time.Second)
+		if err != nil || status != websocket.StatusPolicyViolation {
+			t.Fatalf("a silent connection: status %d (%v), want 1008 after 10 s", status, err)
+		}
+		if el := time.Since(start); el < 9500*time.Millisecond {
+			t.Errorf("closed %v after connecting, before the 10 s hello timeout", el)
 		}
 	})
 }

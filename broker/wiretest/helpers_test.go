@@ -3,6 +3,7 @@ package wiretest
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,7 +19,16 @@ import (
 	"github.com/backchannel-io/backchannel/internal/brokertest"
 )
 
+// TestMain checks that the package's tests leak no goroutine. Its tests mostly wait on the
+// broker's clocks and the network, so unless -test.parallel is given they run 8 at a time rather
+// than GOMAXPROCS at a time.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", "8")
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -28,6 +38,17 @@ func eachStore(t *testing.T, cfg broker.Config, fn func(t *testing.T, b *brokert
 	for _, store := range brokertest.Stores {
 		t.Run(store, func(t *testing.T) {
 			t.Parallel()
+			b := brokertest.Start(t, brokertest.Options{Store: store, Config: cfg})
+			fn(t, b)
+		})
+	}
+}
+
+// eachStoreInTurn is eachStore with the stores one after the other (for the heaviest test).
+func eachStoreInTurn(t *testing.T, cfg broker.Config, fn func(t *testing.T, b *brokertest.Broker)) {
+	t.Helper()
+	for _, store := range brokertest.Stores {
+		t.Run(store, func(t *testing.T) {
 			b := brokertest.Start(t, brokertest.Options{Store: store, Config: cfg})
 			fn(t, b)
 		})

@@ -136,6 +136,12 @@ func TestSessionEnd(t *testing.T) {
 		result(h, done, "", `"finished before the end"`)
 		s.agentResult("a4")
 
+		// A host that dropped just before the end (its slot still within its window).
+		gone := s.host("dropped-host")
+		goneToken, goneLast := gone.Welcome.Str("resume_token"), gone.LastSeq()
+		gone.Cut()
+		s.waitDisconnect(gone)
+
 		h2.Send(map[string]any{"type": "session.end", "id": "bye"})
 		for _, c := range []*Conn{h, h2, s.agent} {
 			c.ExpectClosed(websocket.StatusNormalClosure)
@@ -180,6 +186,16 @@ func TestSessionEnd(t *testing.T) {
 				t.Errorf("hello after the end answered %s, want session_ended", e)
 			}
 			c.ExpectClosed(websocket.StatusPolicyViolation)
+		}
+		// Its slot had not expired: a resume is answered like any other hello to an ended session.
+		late := Dial(t, b.WSURL, "late-resume")
+		if e := late.Hello(map[string]any{"role": "host", "session_id": s.sid, "resume_token": goneToken, "last_seq": goneLast}); e.Type != "error" || e.Str("code") != "session_ended" {
+			t.Errorf("resume of a slot within its window after the end: %s, want session_ended", e)
+		}
+		late.ExpectClosed(websocket.StatusPolicyViolation)
+		// The timeline stays readable, with the key and with the join token.
+		if st, _, body := httpDo(t, "GET", b.URL+"/v1/sessions/"+s.sid+"/timeline", s.jt, ""); st != http.StatusOK {
+			t.Errorf("timeline of an ended session with its join token: %d %s", st, body)
 		}
 		es := s.timeline()
 		if e := find(es, "session_end", ""); len(e) != 1 || e[0].Detail["reason"] != "ended" {

@@ -22,6 +22,8 @@ func main() {
 		err = bench(os.Args[2:])
 	case "call":
 		err = call(os.Args[2:])
+	case "simulate-realtime":
+		err = simulateRealtime(os.Args[2:])
 	case "help", "-h", "--help":
 		usage()
 		return
@@ -43,6 +45,7 @@ commands:
   serve               run the broker (backchannel serve -h for its flags)
   verify-permission   read {"action","arguments","ask","reply"} JSON lines on stdin, write verdicts
   call                call a tool of a session as a text agent, and wait for its result
+  simulate-realtime   run the OpenAI Realtime simulator standalone (for serve --model openai)
   bench               measure the broker (--peer-json: the lifecycle benchmark for ../shared/peerbench)
 `)
 }

@@ -20,6 +20,9 @@ import (
 
 	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/broker/mcp"
+	"github.com/backchannel-io/backchannel/broker/model"
+	"github.com/backchannel-io/backchannel/broker/model/openai"
+	"github.com/backchannel-io/backchannel/broker/model/scripted"
 	bcwebrtc "github.com/backchannel-io/backchannel/broker/webrtc"
 	"github.com/backchannel-io/backchannel/broker/ws"
 	"github.com/backchannel-io/backchannel/jobs"
@@ -114,6 +117,9 @@ func parseServe(args []string) (*serveConfig, error) {
 	default:
 		return nil, fmt.Errorf("--model %q: want scripted or openai", c.model)
 	}
+	if c.model == "openai" && c.openAIKey == "" && strings.HasPrefix(c.openAIURL, "wss://api.openai.com") {
+		return nil, errors.New("--model openai needs --openai-key (or BACKCHANNEL_OPENAI_KEY) for OpenAI's endpoint")
+	}
 	if c.resumeWindow <= 0 || c.backgroundAfter <= 0 {
 		return nil, errors.New("--resume-window and --background-after must be positive")
 	}
@@ -179,7 +185,11 @@ func serve(args []string) error {
 	defer closeStore()
 
 	cfg := broker.Config{APIKeys: keys, ResumeWindow: c.resumeWindow, BackgroundAfter: c.backgroundAfter,
-		Logger: log, DefaultModel: c.model}
+		Logger: log, DefaultModel: c.model, Models: map[string]model.Factory{
+			"scripted": scripted.New,
+			"openai": openai.New(openai.Options{URL: c.openAIURL, APIKey: c.openAIKey, Model: c.openAIModel,
+				Logger: log}),
+		}}
 	if c.judgeURL != "" {
 		cfg.Verifier = &permissions.LLMJudge{URL: c.judgeURL, APIKey: c.judgeKey, Model: c.judgeModel}
 	}

@@ -1,0 +1,129 @@
+// client.mjs drives the broker's /mcp facade with the official MCP TypeScript SDK
+// (@modelcontextprotocol/sdk, Client over StreamableHTTPClientTransport) for the Go tests of
+// broker/mcp (clients_test.go).
+//
+//   node client.mjs URL KEY [SESSION]
+//
+// Every request carries `Authorization: Bearer KEY`; the initialize request (the only POST
+// without Mcp-Session-Id) also carries `Backchannel-Session: SESSION` when SESSION is given.
+//
+// It prints JSON lines on stdout. First the outcome of initialize:
+//   {"event":"init","ok":true,"status":200,"session":"<Backchannel-Session response header>"}
+//   {"event":"init","ok":false,"status":401,"code":401,"name":"...","message":"..."}
+// then reads commands from stdin, one JSON object a line, and answers each with events:
+//   {"op":"call","id","name","arguments","progress":bool}
+//       -> {"event":"progress","id","progress","message"}* then
+//          {"event":"result","id","result":{content,isError}} or {"event":"error","id",...}
+//   {"op":"abort","id"}   aborts the call id (AbortController): the SDK sends
+//                         notifications/cancelled and the call ends with an error event
+//   {"op":"list","id"}    -> {"event":"list","id","tools":[names]}
+//   {"op":"close"}        ends the MCP session (DELETE), closes the client and exits 0
+// End of stdin is a close.
+
+import readline from "node:readline";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const [url, key, session = ""] = process.argv.slice(2);
+if (!url || !key) {
+  process.stderr.write("usage: node client.mjs URL KEY [SESSION]\n");
+  process.exit(2);
+}
+
+const out = (o) => process.stdout.write(JSON.stringify(o) + "\n");
+
+const errorEvent = (event, id, e) => ({
+  event,
+  id,
+  name: e?.name ?? typeof e,
+  code: typeof e?.code === "number" ? e.code : null,
+  message: String(e?.message ?? e),
+});
+
+// The initialize POST's status and Backchannel-Session header, seen by the fetch wrapper.
+let initInfo = { status: 0, session: "" };
+
+async function fetchWithKey(input, init = {}) {
+  const headers = new Headers(init.headers ?? {});
+  headers.set("Authorization", `Bearer ${key}`);
+  const initialize = (init.method ?? "GET").toUpperCase() === "POST" && !headers.has("mcp-session-id");
+  if (initialize && session) headers.set("Backchannel-Session", session);
+  const res = await fetch(input, { ...init, headers });
+  if (initialize) initInfo = { status: res.status, session: res.headers.get("backchannel-session") ?? "" };
+  return res;
+}
+
+const transport = new StreamableHTTPClientTransport(new URL(url), {
+  fetch: fetchWithKey,
+  reconnectionOptions: { maxReconnectionDelay: 1000, initialReconnectionDelay: 100, reconnectionDelayGrowFactor: 1.5, maxRetries: 0 },
+});
+const client = new Client({ name: "backchannel-mcp-ts-test", version: "1.0.0" });
+client.onerror = (e) => process.stderr.write(`client error: ${e?.stack ?? e}\n`);
+
+try {
+  await client.connect(transport);
+} catch (e) {
+  out({ ...errorEvent("init", undefined, e), ok: false, status: initInfo.status });
+  await client.close().catch(() => {});
+  process.exit(0);
+}
+out({ event: "init", ok: true, status: initInfo.status, session: initInfo.session });
+
+const calls = new Map(); // id -> AbortController
+let closing = false;
+
+async function close() {
+  if (closing) return;
+  closing = true;
+  for (const ac of calls.values()) ac.abort("client closing");
+  await transport.terminateSession().catch((e) => process.stderr.write(`terminateSession: ${e}\n`));
+  await client.close().catch((e) => process.stderr.write(`close: ${e}\n`));
+  out({ event: "closed" });
+  process.exit(0);
+}
+
+function call(cmd) {
+  const ac = new AbortController();
+  calls.set(cmd.id, ac);
+  const options = { signal: ac.signal, timeout: 600000 };
+  if (cmd.progress) {
+    options.onprogress = (p) => out({ event: "progress", id: cmd.id, progress: p.progress, message: p.message ?? "" });
+  }
+  client
+    .callTool({ name: cmd.name, arguments: cmd.arguments ?? {} }, undefined, options)
+    .then((r) => out({ event: "result", id: cmd.id, result: { content: r.content, isError: r.isError === true } }))
+    .catch((e) => out(errorEvent("error", cmd.id, e)))
+    .finally(() => calls.delete(cmd.id));
+}
+
+const rl = readline.createInterface({ input: process.stdin });
+rl.on("line", (line) => {
+  if (!line.trim()) return;
+  let cmd;
+  try {
+    cmd = JSON.parse(line);
+  } catch (e) {
+    process.stderr.write(`bad command ${line}: ${e}\n`);
+    return;
+  }
+  switch (cmd.op) {
+    case "call":
+      call(cmd);
+      break;
+    case "abort":
+      calls.get(cmd.id)?.abort("cancelled by the test");
+      break;
+    case "list":
+      client
+        .listTools()
+        .then((r) => out({ event: "list", id: cmd.id, tools: r.tools.map((t) => t.name) }))
+        .catch((e) => out(errorEvent("error", cmd.id, e)));
+      break;
+    case "close":
+      close();
+      break;
+    default:
+      process.stderr.write(`unknown command ${line}\n`);
+  }
+});
+rl.on("close", () => close());
