@@ -9,6 +9,7 @@ import (
 	"github.com/backchannel-io/backchannel/broker/model"
 	"github.com/backchannel-io/backchannel/broker/model/scripted"
 	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/narration"
 	"github.com/backchannel-io/backchannel/permissions"
 )
 
@@ -36,6 +37,14 @@ type Config struct {
 	DefaultModel string
 	// Verifier judges permission replies (SPEC 12; default the rule-based verifier).
 	Verifier permissions.Verifier
+	// FloorGrace is how long after the caller stopped speaking the floor stays taken (SPEC 8
+	// floor_grace_ms; default 400 ms).
+	FloorGrace time.Duration
+	// NarrationMaxWait is how long an item waits for a free floor (SPEC 8
+	// narration_max_wait_ms; default 60 s).
+	NarrationMaxWait time.Duration
+	// ReaskAfter is when a delivered, unanswered interaction ask is asked again (SPEC 9; 30 s).
+	ReaskAfter time.Duration
 }
 
 // Limits are the limits of SPEC 2 (all configurable).
@@ -73,6 +82,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.Verifier == nil {
 		c.Verifier = permissions.NewRules()
+	}
+	if c.FloorGrace <= 0 {
+		c.FloorGrace = narration.DefaultGrace
+	}
+	if c.NarrationMaxWait <= 0 {
+		c.NarrationMaxWait = 60 * time.Second
+	}
+	if c.ReaskAfter <= 0 {
+		c.ReaskAfter = 30 * time.Second
 	}
 	l := &c.Limits
 	def := func(v *int, d int) {

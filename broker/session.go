@@ -135,7 +135,13 @@ func (s *Session) stopIdle() {
 
 // record appends session-level timeline entries.
 func (s *Session) record(kind string, detail map[string]any) {
-	if err := s.engine().Record(s.ctx(), s.tenant, s.id, jobs.Entry{Kind: kind, Detail: detail}); err != nil {
+	s.recordAbout("", "", kind, detail)
+}
+
+// recordAbout appends a timeline entry about a job (call id and handle at the top level).
+func (s *Session) recordAbout(callID, handle, kind string, detail map[string]any) {
+	e := jobs.Entry{Kind: kind, CallID: callID, Handle: handle, Detail: detail}
+	if err := s.engine().Record(s.ctx(), s.tenant, s.id, e); err != nil {
 		s.node.log.Warn("broker: timeline entry lost", "session", s.id, "kind", kind, "err", err)
 	}
 }

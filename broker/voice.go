@@ -84,14 +84,11 @@ type itemData struct {
 	slot   string // the slot that sent an inject
 }
 
-// maxNarrationWait is SPEC 8's narration_max_wait_ms default.
-const maxNarrationWait = 60 * time.Second
-
 // startVoice starts the session's model when its first caller attaches (SPEC 10).
 func (s *Session) startVoice() *voice {
 	v := &voice{s: s, calls: make(map[string]*voiceCall), byModel: make(map[string]*voiceCall),
-		asks: make(map[string]*ask), maxWait: maxNarrationWait}
-	v.floor.Grace = narration.DefaultGrace
+		asks: make(map[string]*ask), maxWait: s.node.cfg.NarrationMaxWait}
+	v.floor.Grace = s.node.cfg.FloorGrace
 	factory := s.node.cfg.Models[s.modelKind()]
 	if factory == nil {
 		s.node.log.Error("broker: no model for the session", "session", s.id, "kind", s.modelKind())
@@ -347,8 +344,11 @@ func (v *voice) lifecycle(it *narration.Item, state, responseID string) {
 	v.s.sendToJobHost(it.CallID, f)
 	switch state {
 	case "delivered", "failed", "interrupted", "skipped", "stopped":
-		v.s.record(jobs.KindNarration, map[string]any{"kind": string(f.Kind), "state": state, "attempt": it.Attempt,
-			"response_id": responseID, "interaction_id": f.InteractionID, "call_id": it.CallID})
+		detail := map[string]any{"kind": string(f.Kind), "state": state, "attempt": it.Attempt, "response_id": responseID}
+		if f.InteractionID != "" {
+			detail["interaction_id"] = f.InteractionID
+		}
+		v.s.recordAbout(it.CallID, d.handle, jobs.KindNarration, detail)
 	}
 }
 
@@ -592,7 +592,7 @@ func (v *voice) deliveryFailed(it *narration.Item, reason narration.Reason) {
 	d := it.Payload.(*itemData)
 	v.s.sendToJobHost(it.CallID, &frames.ToolJobDeliveryFailed{CallID: it.CallID, Handle: d.handle,
 		Attempts: it.Spoken, Reason: frames.DeliveryFailureReason(reason)})
-	v.s.record(jobs.KindDeliveryFailed, map[string]any{"call_id": it.CallID, "attempts": it.Spoken, "reason": string(reason)})
+	v.s.recordAbout(it.CallID, d.handle, jobs.KindDeliveryFailed, map[string]any{"attempts": it.Spoken, "reason": string(reason)})
 }
 
 // ending runs when the session ends (SPEC 8): a completion still queued (or being spoken)

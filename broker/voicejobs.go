@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/backchannel-io/backchannel/broker/model"
 	"github.com/backchannel-io/backchannel/broker/textagent"
@@ -13,9 +12,6 @@ import (
 	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/narration"
 )
-
-// reaskAfter is how long after a delivered, unanswered ask it is asked again (SPEC 9).
-const reaskAfter = 30 * time.Second
 
 // toolCall runs a tool call of the voice model: cancel_job (SPEC 11), or a host tool (SPEC 4).
 func (v *voice) toolCall(callID, name string, args json.RawMessage) {
@@ -174,7 +170,7 @@ func (v *voice) armReask(a *ask) {
 	if a.reask != nil {
 		a.reask.Stop()
 	}
-	a.reask = v.s.after(reaskAfter, func() {
+	a.reask = v.s.after(v.s.node.cfg.ReaskAfter, func() {
 		if v.asks[a.id] == a && a.item == nil {
 			v.queueAsk(a)
 		}
@@ -244,9 +240,10 @@ func (v *voice) ended(vc *voiceCall, j *jobs.Job) {
 	s := v.s
 	delete(v.calls, j.CallID)
 	delete(v.byModel, vc.modelID)
-	// Nothing more is said about a job that is over, except its completion.
+	// Nothing more is said about a job that is over, except its completion (which also makes
+	// a hand-off still unspoken moot).
 	for _, it := range v.queue.Remove(func(it *narration.Item) bool {
-		return it.CallID == j.CallID && it.Kind != narration.Completion && it.Kind != narration.HandOff
+		return it.CallID == j.CallID && it.Kind != narration.Completion
 	}) {
 		v.lifecycle(it, "skipped", "")
 	}
