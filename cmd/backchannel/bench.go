@@ -16,6 +16,8 @@ func bench(args []string) error {
 	addr := fs.String("redis", "", "HOST:PORT of the Redis to use (bench without it starts a private redis-server)")
 	n := fs.Int("n", 20000, "job lifecycles to run")
 	sessions := fs.Int("sessions", 256, "concurrent sessions")
+	pipelines := fs.Int("pipelines", 0, "Redis store pipelines for -peer-json (0: the store's default)")
+	maxBatch := fs.Int("max-batch", 0, "Redis store largest pipeline batch for -peer-json (0: the store's default)")
 	ws := wsBenchFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -27,7 +29,7 @@ func bench(args []string) error {
 		if *addr == "" {
 			return errors.New("--peer-json needs -redis HOST:PORT")
 		}
-		r, err := peerLifecycles(*addr, *n, *sessions)
+		r, err := peerLifecycles(*addr, *n, *sessions, *pipelines, *maxBatch)
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,16 +56,15 @@ func (h *requestHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // peerLifecycles runs n job lifecycles — call → defer → result → consumed — through the job
 // engine over the Redis store at addr, from sessions concurrent sessions, and measures them
 // the way ../shared/peerbench measures its peers: the job engine in process against Redis,
-// like asynq's client and server in asynqbench.
-func peerLifecycles(addr string, n, sessions int) (*peerResult, error) {
+// like asynq's client and server in asynqbench. pipelines and maxBatch tune the Redis store's
+// batcher (0 keeps its defaults).
+func peerLifecycles(addr string, n, sessions, pipelines, maxBatch int) (*peerResult, error) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
 	defer rdb.Close()
 	hook := &requestHook{}
 	rdb.AddHook(hook)
-	pl, _ := strconv.Atoi(os.Getenv("BC_PIPELINES"))
-	mb, _ := strconv.Atoi(os.Getenv("BC_MAXBATCH"))
-	store, err := redisstore.New(redisstore.Options{Client: rdb, Prefix: "bcbench:", Pipelines: pl, MaxBatch: mb})
+	store, err := redisstore.New(redisstore.Options{Client: rdb, Prefix: "bcbench:", Pipelines: pipelines, MaxBatch: maxBatch})
 	if err != nil {
 		return nil, err
 	}
