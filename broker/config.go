@@ -57,7 +57,7 @@ type Limits struct {
 	FrameBurst      int     // default 200
 	OutboxFrames    int     // per slot; default 1000
 	OutboxBytes     int     // per slot; default 16 MiB
-	SendQueueBytes  int     // per connection, before it is closed as a slow consumer; default 8 MiB
+	SendQueueBytes  int     // per connection, before it is closed as a slow consumer; default 32 MiB (twice the outbox, so a full replay fits)
 	MaxViolations   int     // limit violations in a row before the connection is closed with 1008; default 100
 }
 
