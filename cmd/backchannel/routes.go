@@ -5,11 +5,14 @@ import (
 	"net/http"
 
 	"github.com/backchannel-io/backchannel/asyncapi"
+	"github.com/backchannel-io/backchannel/web"
 )
 
 // routes adds the routes served next to the API: the AsyncAPI document of every frame
-// (SPEC 16).
+// (SPEC 16) and the try-it page with the browser SDK at / (the caller_url of a session opens
+// it ready to join).
 func routes(mux *http.ServeMux) {
+	mux.Handle("/", web.Handler())
 	doc, err := asyncapi.Document()
 	mux.HandleFunc("GET /asyncapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		if err != nil {
