@@ -1,7 +1,6 @@
 package voicetest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/backchannel-io/backchannel/broker/wiretest"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/internal/g711"
 )
@@ -22,25 +22,13 @@ import (
 const waitTimeout = 20 * time.Second
 
 // frame is one JSON frame received from the broker.
-type frame struct {
-	Type string
-	Raw  []byte
-	M    map[string]any // numbers as json.Number
-}
+type frame struct{ wiretest.Frame }
 
-func parseFrame(data []byte) frame {
-	f := frame{Raw: append([]byte(nil), data...)}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if err := dec.Decode(&f.M); err == nil && f.M != nil {
-		f.Type, _ = f.M["type"].(string)
-	}
-	return f
-}
+func parseFrame(data []byte) frame { return frame{wiretest.ParseFrame(data)} }
 
-func (f frame) str(k string) string { s, _ := f.M[k].(string); return s }
+func (f frame) str(k string) string { return f.Str(k) }
 
-func (f frame) has(k string) bool { _, ok := f.M[k]; return ok }
+func (f frame) has(k string) bool { return f.Has(k) }
 
 func (f frame) num(k string) int64 {
 	n, ok := f.M[k].(json.Number)
@@ -79,17 +67,8 @@ type match func(frame) bool
 
 // typ matches frames of type t whose string members equal kv (key, value, …).
 func typ(t string, kv ...string) match {
-	return func(f frame) bool {
-		if f.Type != t {
-			return false
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			if f.str(kv[i]) != kv[i+1] {
-				return false
-			}
-		}
-		return true
-	}
+	m := wiretest.TypeWith(t, kv...)
+	return func(f frame) bool { return m(f.Frame) }
 }
 
 // conn is one WebSocket connection to the broker: it keeps everything received, in order,
@@ -98,10 +77,10 @@ type conn struct {
 	t    testing.TB
 	name string
 	ws   *websocket.Conn
+	tcp  net.Conn // set once by dial
 	hc   *http.Client
 
 	mu       sync.Mutex
-	tcp      net.Conn
 	history  []event
 	taken    map[int]bool // frames a wait consumed
 	notify   chan struct{}
@@ -117,30 +96,13 @@ type conn struct {
 // dial opens a connection to wsURL; it is closed when the test ends.
 func dial(t testing.TB, wsURL, name string) *conn {
 	t.Helper()
-	c := &conn{t: t, name: name, taken: map[int]bool{}, notify: make(chan struct{}), done: make(chan struct{}), nextSeq: 1}
-	dialer := &net.Dialer{Timeout: 5 * time.Second}
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			nc, err := dialer.DialContext(ctx, network, addr)
-			if err == nil {
-				c.mu.Lock()
-				c.tcp = nc
-				c.mu.Unlock()
-			}
-			return nc, err
-		},
-		DisableKeepAlives: true,
-	}
-	c.hc = &http.Client{Transport: tr}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPClient: c.hc})
+	ws, tcp, hc, err := wiretest.DialWebSocket(ctx, wsURL)
 	if err != nil {
-		tr.CloseIdleConnections()
 		t.Fatalf("%s: dial %s: %v", name, wsURL, err)
 	}
-	ws.SetReadLimit(16 << 20)
-	c.ws = ws
+	c := &conn{t: t, name: name, ws: ws, tcp: tcp, hc: hc, taken: map[int]bool{}, notify: make(chan struct{}), done: make(chan struct{}), nextSeq: 1}
 	go c.read()
 	t.Cleanup(c.close)
 	return c
@@ -251,15 +213,9 @@ func (c *conn) sendAudio(chunk []byte) error {
 // hello sends a hello with members (protocol added) and returns the welcome.
 func (c *conn) hello(members map[string]any) frame {
 	c.t.Helper()
-	h := map[string]any{"type": "hello", "protocol": frames.Protocol}
-	for k, v := range members {
-		h[k] = v
-	}
+	h, next := wiretest.HelloFrame(members)
 	c.mu.Lock()
-	c.nextSeq = 1
-	if ls, ok := members["last_seq"].(int64); ok {
-		c.nextSeq = ls + 1
-	}
+	c.nextSeq = next
 	c.mu.Unlock()
 	c.send(h)
 	e := c.expect(func(f frame) bool { return f.Type == "welcome" || f.Type == "error" })
@@ -272,28 +228,47 @@ func (c *conn) hello(members map[string]any) frame {
 // waitFrom takes the first frame after index from (inclusive) not taken yet that m matches,
 // waiting up to d.
 func (c *conn) waitFrom(from int, d time.Duration, m match) (event, error) {
+	e, found, closed := c.waitFor(from, d, func(i int, e event) bool {
+		if e.isAudio() || c.taken[i] || !m(e.F) {
+			return false
+		}
+		c.taken[i] = true
+		return true
+	})
+	switch {
+	case found:
+		return e, nil
+	case closed != nil:
+		return event{}, fmt.Errorf("%s: connection closed (%v) before the frame came; received:%s", c.name, closed, c.dump(from))
+	}
+	return event{}, fmt.Errorf("%s: no matching frame within %v; received:%s", c.name, d, c.dump(from))
+}
+
+// waitFor waits up to d for the first message at index from or later that pick accepts (pick
+// runs with c.mu held). found is false when d passed or the connection ended first (closed is
+// then why it ended).
+func (c *conn) waitFor(from int, d time.Duration, pick func(i int, e event) bool) (e event, found bool, closed error) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
 		c.mu.Lock()
 		for i := max(from, 0); i < len(c.history); i++ {
-			e := c.history[i]
-			if !e.isAudio() && !c.taken[i] && m(e.F) {
-				c.taken[i] = true
+			if pick(i, c.history[i]) {
+				e = c.history[i]
 				c.mu.Unlock()
-				return e, nil
+				return e, true, nil
 			}
 		}
 		ch := c.notify
-		closed := c.closeErr
+		closed = c.closeErr
 		c.mu.Unlock()
 		if closed != nil {
-			return event{}, fmt.Errorf("%s: connection closed (%v) before the frame came; received:%s", c.name, closed, c.dump(from))
+			return event{}, false, closed
 		}
 		select {
 		case <-ch:
 		case <-deadline.C:
-			return event{}, fmt.Errorf("%s: no matching frame within %v; received:%s", c.name, d, c.dump(from))
+			return event{}, false, nil
 		}
 	}
 }
@@ -364,31 +339,14 @@ func (c *conn) lastAudio() (event, bool) {
 
 // waitAudio waits for the first agent audio message at index from or later.
 func (c *conn) waitAudio(from int, d time.Duration) (event, error) {
-	deadline := time.Now().Add(d)
-	for {
-		c.mu.Lock()
-		for i := max(from, 0); i < len(c.history); i++ {
-			if c.history[i].isAudio() {
-				e := c.history[i]
-				c.mu.Unlock()
-				return e, nil
-			}
-		}
-		ch := c.notify
-		closed := c.closeErr
-		c.mu.Unlock()
-		if closed != nil {
-			return event{}, fmt.Errorf("%s: closed (%v) before agent audio came", c.name, closed)
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return event{}, fmt.Errorf("%s: no agent audio within %v", c.name, d)
-		}
-		select {
-		case <-ch:
-		case <-time.After(left):
-		}
+	e, found, closed := c.waitFor(from, d, func(_ int, e event) bool { return e.isAudio() })
+	switch {
+	case found:
+		return e, nil
+	case closed != nil:
+		return event{}, fmt.Errorf("%s: closed (%v) before agent audio came", c.name, closed)
 	}
+	return event{}, fmt.Errorf("%s: no agent audio within %v", c.name, d)
 }
 
 // expectAudio is waitAudio failing the test.
@@ -410,6 +368,14 @@ func (c *conn) audioFrames(from, to int) int {
 		}
 	}
 	return n
+}
+
+// awaitAudioFrames waits until at least n agent audio messages with index from or later have
+// arrived.
+func (c *conn) awaitAudioFrames(from, n int) {
+	for c.audioFrames(from, -1) < n {
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // quiet waits until no agent audio has arrived for d (at most waitTimeout) and returns the
@@ -444,9 +410,7 @@ func (c *conn) noAudio(d time.Duration, why string) {
 
 // cut drops the TCP connection abruptly (an RST, no close frame).
 func (c *conn) cut() {
-	c.mu.Lock()
 	nc := c.tcp
-	c.mu.Unlock()
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}

@@ -303,9 +303,7 @@ func bargeInAudioMilestone(t *testing.T, vs *voiceSession) {
 	sp := vs.host.expect(narr(j.callID, "milestone", "speaking"))
 	rid := sp.F.str("response_id")
 	tr := vs.transcriptOf(rid)
-	for vs.caller.audioFrames(tr.Idx, -1) < 5 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	vs.caller.awaitAudioFrames(tr.Idx, 5)
 	m.setLoud(true)
 	it := vs.host.expect(narr(j.callID, "milestone", "interrupted"))
 	if it.F.num("attempt") != 1 || it.F.str("response_id") != rid {
@@ -313,13 +311,7 @@ func bargeInAudioMilestone(t *testing.T, vs *voiceSession) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	m.silence()
-	vs.caller.quiet(300 * time.Millisecond)
-	for _, e := range vs.caller.events() {
-		if e.isAudio() && e.At.After(it.At.Add(time.Second)) {
-			t.Errorf("SPEC 8: agent audio %v after the barge-in was reported", e.At.Sub(it.At).Round(time.Millisecond))
-			break
-		}
-	}
+	vs.audioStopped(it.At, "SPEC 8", "the barge-in was reported")
 	if n := vs.audioOf(rid); vs.scripted && n >= 120 {
 		t.Errorf("the interrupted milestone played in full (%d frames)", n)
 	}
@@ -354,9 +346,7 @@ func bargeInTextEarlyCompletion(t *testing.T, vs *voiceSession) {
 		vs.expectNarrations(j.callID, "completion", settle, "queued/1", "speaking/1", "interrupted/1")
 		return
 	}
-	vs.host.expect(narr(j.callID, "completion", "delivered"))
-	vs.expectNarrations(j.callID, "completion", 300*time.Millisecond,
-		"queued/1", "speaking/1", "interrupted/1", "queued/2", "speaking/2", "delivered/2")
+	vs.expectDeliveredOnRetry(j.callID, "completion")
 	vs.host.never(typ("tool_job_delivery_failed"), "a delivered completion")
 }
 
@@ -368,9 +358,7 @@ func bargeInTextLateCompletion(t *testing.T, vs *voiceSession) {
 	sp := vs.host.expect(narr(j.callID, "completion", "speaking"))
 	rid := sp.F.str("response_id")
 	tr := vs.transcriptOf(rid)
-	for vs.caller.audioFrames(tr.Idx, -1) < 15 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	vs.caller.awaitAudioFrames(tr.Idx, 15)
 	vs.say("thanks")
 	it := vs.host.expect(narr(j.callID, "completion", "interrupted"))
 	if it.F.str("response_id") != rid {
@@ -474,9 +462,7 @@ func interactionClosedWhileSpoken(t *testing.T, vs *voiceSession) {
 	}
 	rid := sp.F.str("response_id")
 	tr := vs.transcriptOf(rid)
-	for vs.caller.audioFrames(tr.Idx, -1) < 3 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	vs.caller.awaitAudioFrames(tr.Idx, 3)
 	vs.host.send(map[string]any{"type": "tool_interaction_update", "id": "u1", "handle": j.handle, "interaction_id": ia, "state": "resolved"})
 	st := vs.host.expect(narr(j.callID, "interaction", "stopped"))
 	if st.F.str("response_id") != rid || st.F.str("interaction_id") != ia {
@@ -491,13 +477,7 @@ func interactionClosedWhileSpoken(t *testing.T, vs *voiceSession) {
 	if ack2.F.str("result") != "already_closed" {
 		t.Errorf("SPEC 9: the same update again acked %s, want already_closed", ack2.F)
 	}
-	vs.caller.quiet(300 * time.Millisecond)
-	for _, e := range vs.caller.events() {
-		if e.isAudio() && e.At.After(st.At.Add(time.Second)) {
-			t.Errorf("SPEC 9: agent audio %v after the ask was stopped", e.At.Sub(st.At).Round(time.Millisecond))
-			break
-		}
-	}
+	vs.audioStopped(st.At, "SPEC 9", "the ask was stopped")
 	if n := vs.audioOf(rid); vs.scripted && n >= 90 {
 		t.Errorf("the stopped ask played in full (%d frames)", n)
 	}
@@ -668,9 +648,7 @@ func (vs *voiceSession) speakingAsk(j job, options []string) event {
 	vs.partial(j, "a question", false, map[string]any{"prompt": "Which color do you want for the walls of the house and the fence?", "options": options})
 	sp := vs.host.expect(narr(j.callID, "interaction", "speaking"))
 	tr := vs.transcriptOf(sp.F.str("response_id"))
-	for vs.caller.audioFrames(tr.Idx, -1) < 3 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	vs.caller.awaitAudioFrames(tr.Idx, 3)
 	return sp
 }
 
@@ -696,9 +674,7 @@ func interactionInterruptedRequeued(t *testing.T, vs *voiceSession) {
 	j := vs.startJob("paint")
 	vs.speakingAsk(j, []string{"red", "blue"})
 	vs.say("hold on")
-	vs.host.expect(narr(j.callID, "interaction", "delivered"))
-	vs.expectNarrations(j.callID, "interaction", 300*time.Millisecond,
-		"queued/1", "speaking/1", "interrupted/1", "queued/2", "speaking/2", "delivered/2")
+	vs.expectDeliveredOnRetry(j.callID, "interaction")
 	vs.host.never(typ("tool_interaction_answer"), "SPEC 9: `hold on` answers none of red, blue")
 }
 
@@ -1123,9 +1099,7 @@ func permissionInterruptingTurn(t *testing.T, vs *voiceSession) {
 	args := `{"amount":11}`
 	from := vs.say("call pay " + args)
 	tr := vs.heard(from, fmt.Sprintf(askPay, args))
-	for vs.caller.audioFrames(tr.Idx, -1) < 3 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	vs.caller.awaitAudioFrames(tr.Idx, 3)
 	from = vs.say("yes")
 	vs.hear(from, fmt.Sprintf(`I need a clear yes or no. Shall I run pay with %s?`, args))
 	vs.host.never(typ("tool_call", "name", "pay"), "SPEC 12: a turn interrupting the ask approved the call")
@@ -1199,9 +1173,7 @@ func permissionNoStaleClarification(t *testing.T, vs *voiceSession) {
 	args := `{"amount":17}`
 	from := vs.say("call pay " + args)
 	tr := vs.heard(from, fmt.Sprintf(askPay, args))
-	for vs.caller.audioFrames(tr.Idx, -1) < 3 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	vs.caller.awaitAudioFrames(tr.Idx, 3)
 	vs.say("yes")                      // interrupts the ask: at most hold
 	time.Sleep(150 * time.Millisecond) // the cut ask has left the floor; the grace runs
 	again := vs.say("yes")

@@ -3,7 +3,6 @@ package voicetest
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/backchannel-io/backchannel/broker/model/scripted"
+	"github.com/backchannel-io/backchannel/broker/wiretest"
 	"github.com/backchannel-io/backchannel/internal/brokertest"
 )
 
@@ -338,6 +338,29 @@ func (vs *voiceSession) expectNarrations(callID, kind string, settle time.Durati
 	}
 }
 
+// expectDeliveredOnRetry waits until the kind narration of callID is delivered and checks how:
+// interrupted on its first attempt, delivered on the second.
+func (vs *voiceSession) expectDeliveredOnRetry(callID, kind string) {
+	vs.t.Helper()
+	vs.host.expect(narr(callID, kind, "delivered"))
+	vs.expectNarrations(callID, kind, 300*time.Millisecond,
+		"queued/1", "speaking/1", "interrupted/1", "queued/2", "speaking/2", "delivered/2")
+}
+
+// audioStopped waits until the caller has had no agent audio for 300 ms and fails the test if
+// any arrived more than a second after at, when the agent's speech was stopped (spec names the
+// rule, after what stopped it).
+func (vs *voiceSession) audioStopped(at time.Time, spec, after string) {
+	vs.t.Helper()
+	vs.caller.quiet(300 * time.Millisecond)
+	for _, e := range vs.caller.events() {
+		if e.isAudio() && e.At.After(at.Add(time.Second)) {
+			vs.t.Errorf("%s: agent audio %v after %s", spec, e.At.Sub(at).Round(time.Millisecond), after)
+			break
+		}
+	}
+}
+
 // ---------------------------------------------------------------------------------------------
 // timeline
 
@@ -371,18 +394,9 @@ func (e entry) num(k string) float64 { n, _ := e.Detail[k].(float64); return n }
 // timeline reads the session's timeline.
 func (vs *voiceSession) timeline() []entry {
 	vs.t.Helper()
-	req, _ := http.NewRequest("GET", vs.b.URL+"/v1/sessions/"+vs.sid+"/timeline", nil)
-	req.Header.Set("Authorization", "Bearer "+brokertest.KeyA)
-	tr := &http.Transport{DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		vs.t.Fatalf("timeline: %v", err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		vs.t.Fatalf("timeline: status %d: %s", resp.StatusCode, body)
+	status, _, body := wiretest.HTTPDo(vs.t, "GET", vs.b.URL+"/v1/sessions/"+vs.sid+"/timeline", brokertest.KeyA, "", "")
+	if status != http.StatusOK {
+		vs.t.Fatalf("timeline: status %d: %s", status, body)
 	}
 	var doc struct {
 		Entries []entry `json:"entries"`

@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,7 +18,6 @@ import (
 
 	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/broker/wiretest"
-	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/internal/brokertest"
 )
 
@@ -66,45 +63,14 @@ func start(t *testing.T, opts Options, cfg broker.Config) *env {
 	return &env{b: b, h: h, url: "http://" + ln.Addr().String()}
 }
 
-// do sends one HTTP request and returns status, headers and body.
-func do(t *testing.T, method, url, token, contentType, body string) (int, http.Header, string) {
-	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	tr := &http.Transport{DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr, Timeout: timeout}).Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, resp.Header, string(data)
-}
-
 // checkHTTPError checks an error answer: its status and the body {code, message}.
-func checkHTTPError(t *testing.T, what string, status int, body string, wantStatus int, wantCode string) {
+func checkHTTPError(t *testing.T, what string, status int, body []byte, wantStatus int, wantCode string) {
 	t.Helper()
 	if status != wantStatus {
 		t.Fatalf("%s: status %d, want %d (body %q)", what, status, wantStatus, body)
 	}
 	var m map[string]string
-	if err := json.Unmarshal([]byte(body), &m); err != nil || m["code"] != wantCode || m["message"] == "" || len(m) != 2 {
+	if err := json.Unmarshal(body, &m); err != nil || m["code"] != wantCode || m["message"] == "" || len(m) != 2 {
 		t.Fatalf("%s: body %q, want {code: %q, message}", what, body, wantCode)
 	}
 }
@@ -112,12 +78,12 @@ func checkHTTPError(t *testing.T, what string, status int, body string, wantStat
 // createSession is POST /v1/sessions with key.
 func createSession(t *testing.T, e *env, key string) (id, joinToken string) {
 	t.Helper()
-	status, _, body := do(t, http.MethodPost, e.url+"/v1/sessions", key, "", "")
+	status, _, body := wiretest.HTTPDo(t, http.MethodPost, e.url+"/v1/sessions", key, "", "")
 	if status != http.StatusCreated {
 		t.Fatalf("POST /v1/sessions: %d %s", status, body)
 	}
 	var m map[string]any
-	_ = json.Unmarshal([]byte(body), &m)
+	_ = json.Unmarshal(body, &m)
 	id, _ = m["session_id"].(string)
 	joinToken, _ = m["join_token"].(string)
 	if id == "" || joinToken == "" {
@@ -264,15 +230,15 @@ func dial(t *testing.T, e *env, name, id, token string) *caller {
 func dialWith(t *testing.T, e *env, name, id, token string, tweak func(*webrtc.SettingEngine)) *caller {
 	t.Helper()
 	c, offer := newCallerWith(t, name, tweak)
-	status, hdr, body := do(t, http.MethodPost, e.offerURL(id), token, "application/sdp", offer)
+	status, hdr, body := wiretest.HTTPDo(t, http.MethodPost, e.offerURL(id), token, "application/sdp", offer)
 	if status != http.StatusCreated {
 		t.Fatalf("%s: POST offer: status %d: %s", name, status, body)
 	}
 	if ct := hdr.Get("Content-Type"); ct != "application/sdp" {
 		t.Fatalf("%s: answer Content-Type %q", name, ct)
 	}
-	c.Resource, c.Answer = hdr.Get("Location"), body
-	if err := c.pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: body}); err != nil {
+	c.Resource, c.Answer = hdr.Get("Location"), string(body)
+	if err := c.pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: c.Answer}); err != nil {
 		t.Fatalf("%s: answer: %v\n%s", name, err, body)
 	}
 	select {
@@ -317,18 +283,20 @@ func (c *caller) send(v any) {
 // hello sends a hello with members and returns the welcome (or the refusing error).
 func (c *caller) hello(members map[string]any) wiretest.Frame {
 	c.t.Helper()
-	h := map[string]any{"type": "hello", "protocol": frames.Protocol}
-	for k, v := range members {
-		h[k] = v
-	}
+	h, next := wiretest.HelloFrame(members)
 	c.mu.Lock()
-	c.nextSeq = 1
-	if ls, ok := members["last_seq"].(int64); ok {
-		c.nextSeq = ls + 1
-	}
+	c.nextSeq = next
 	c.mu.Unlock()
 	c.send(h)
 	return c.expect(func(f wiretest.Frame) bool { return f.Type == "welcome" || f.Type == "error" })
+}
+
+// join sends a caller's hello with join token jt and fails the test unless it is welcomed.
+func (c *caller) join(jt string) {
+	c.t.Helper()
+	if w := c.hello(map[string]any{"role": "caller", "join_token": jt}); w.Type != "welcome" {
+		c.t.Fatalf("hello: %s", w)
+	}
 }
 
 // expect takes the first queued frame m matches (a type or a wiretest.Match), waiting for it.
@@ -436,7 +404,7 @@ func wsHost(t *testing.T, e *env, id, token string) *wiretest.Conn {
 // timeline returns the kinds of session id's timeline entries.
 func timeline(t *testing.T, e *env, id string) []string {
 	t.Helper()
-	status, _, body := do(t, http.MethodGet, e.url+"/v1/sessions/"+id+"/timeline", brokertest.KeyA, "", "")
+	status, _, body := wiretest.HTTPDo(t, http.MethodGet, e.url+"/v1/sessions/"+id+"/timeline", brokertest.KeyA, "", "")
 	if status != http.StatusOK {
 		t.Fatalf("timeline: %d %s", status, body)
 	}
@@ -445,7 +413,7 @@ func timeline(t *testing.T, e *env, id string) []string {
 			Kind string `json:"kind"`
 		} `json:"entries"`
 	}
-	if err := json.Unmarshal([]byte(body), &tl); err != nil {
+	if err := json.Unmarshal(body, &tl); err != nil {
 		t.Fatal(err)
 	}
 	kinds := make([]string, len(tl.Entries))

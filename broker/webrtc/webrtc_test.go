@@ -63,7 +63,7 @@ func TestOfferRefused(t *testing.T) {
 	_, offer := newCaller(t, "offer")
 	post := func(what, url, token, ct, body string, wantStatus int, wantCode string) {
 		t.Helper()
-		status, _, resp := do(t, http.MethodPost, url, token, ct, body)
+		status, _, resp := wiretest.HTTPDo(t, http.MethodPost, url, token, ct, body)
 		checkHTTPError(t, what, status, resp, wantStatus, wantCode)
 	}
 	post("no token", e.offerURL(id), "", "application/sdp", offer, 401, "unauthorized")
@@ -72,7 +72,7 @@ func TestOfferRefused(t *testing.T) {
 	post("unknown session", e.offerURL("sess_doesnotexist"), brokertest.KeyA, "application/sdp", offer, 404, "not_found")
 	post("JSON body", e.offerURL(id), jt, "application/json", `{"sdp":"x"}`, 415, "bad_frame")
 	post("garbage SDP", e.offerURL(id), jt, "application/sdp", "v=0 this is not SDP", 400, "bad_frame")
-	status, hdr, body := do(t, http.MethodGet, e.offerURL(id), jt, "", "")
+	status, hdr, body := wiretest.HTTPDo(t, http.MethodGet, e.offerURL(id), jt, "", "")
 	checkHTTPError(t, "GET", status, body, 405, "bad_frame")
 	if hdr.Get("Allow") != "POST" {
 		t.Errorf("Allow %q", hdr.Get("Allow"))
@@ -100,9 +100,7 @@ func TestCallerTurn(t *testing.T) {
 	e := start(t, Options{}, broker.Config{})
 	id, jt := createSession(t, e, brokertest.KeyA)
 	c := dial(t, e, "caller", id, jt)
-	if w := c.hello(map[string]any{"role": "caller", "join_token": jt}); w.Type != "welcome" {
-		t.Fatalf("hello: %s", w)
-	}
+	c.join(jt)
 	c.send(map[string]any{"type": "caller.text", "text": "say hello there"})
 	echo := c.expect(wiretest.TypeWith("transcript", "role", "caller"))
 	if echo.Str("text") != "say hello there" || !echo.Bool("final") {
@@ -134,9 +132,7 @@ func TestBargeIn(t *testing.T) {
 	e := start(t, Options{}, broker.Config{})
 	id, jt := createSession(t, e, brokertest.KeyA)
 	c := dial(t, e, "caller", id, jt)
-	if w := c.hello(map[string]any{"role": "caller", "join_token": jt}); w.Type != "welcome" {
-		t.Fatalf("hello: %s", w)
-	}
+	c.join(jt)
 	words := make([]string, 150) // 9 s of speech: 450 packets
 	for i := range words {
 		words[i] = fmt.Sprintf("word%d", i)
@@ -242,16 +238,14 @@ func TestHangUp(t *testing.T) {
 	e := start(t, Options{}, broker.Config{})
 	id, jt := createSession(t, e, brokertest.KeyA)
 	c := dial(t, e, "caller", id, jt)
-	if w := c.hello(map[string]any{"role": "caller", "join_token": jt}); w.Type != "welcome" {
-		t.Fatalf("hello: %s", w)
-	}
+	c.join(jt)
 	host := wsHost(t, e, id, jt)
 
-	status, _, body := do(t, http.MethodDelete, e.url+c.Resource, "", "", "")
+	status, _, body := wiretest.HTTPDo(t, http.MethodDelete, e.url+c.Resource, "", "", "")
 	checkHTTPError(t, "DELETE without a token", status, body, 401, "unauthorized")
-	status, _, body = do(t, http.MethodDelete, e.url+c.Resource, brokertest.KeyB, "", "")
+	status, _, body = wiretest.HTTPDo(t, http.MethodDelete, e.url+c.Resource, brokertest.KeyB, "", "")
 	checkHTTPError(t, "DELETE with another tenant's key", status, body, 404, "not_found")
-	if status, _, body := do(t, http.MethodDelete, e.url+c.Resource, jt, "", ""); status != http.StatusOK {
+	if status, _, body := wiretest.HTTPDo(t, http.MethodDelete, e.url+c.Resource, jt, "", ""); status != http.StatusOK {
 		t.Fatalf("DELETE: %d %s", status, body)
 	}
 	if e.h.hangUpper == nil {
@@ -268,9 +262,9 @@ func TestHangUp(t *testing.T) {
 	c.checkSeq()
 	{
 		_, offer := newCaller(t, "late")
-		status, _, body := do(t, http.MethodPost, e.offerURL(id), jt, "application/sdp", offer)
+		status, _, body := wiretest.HTTPDo(t, http.MethodPost, e.offerURL(id), jt, "application/sdp", offer)
 		checkHTTPError(t, "offer after the hang-up", status, body, 410, "session_ended")
-		if status, _, body := do(t, http.MethodDelete, e.url+c.Resource, jt, "", ""); status != http.StatusOK {
+		if status, _, body := wiretest.HTTPDo(t, http.MethodDelete, e.url+c.Resource, jt, "", ""); status != http.StatusOK {
 			t.Fatalf("second DELETE: %d %s", status, body)
 		}
 	}
@@ -297,9 +291,7 @@ func TestOversizedFrame(t *testing.T) {
 	e := start(t, Options{}, broker.Config{Limits: broker.Limits{MaxFrameBytes: 32 << 10}})
 	id, jt := createSession(t, e, brokertest.KeyA)
 	c := dial(t, e, "caller", id, jt)
-	if w := c.hello(map[string]any{"role": "caller", "join_token": jt}); w.Type != "welcome" {
-		t.Fatalf("hello: %s", w)
-	}
+	c.join(jt)
 	if !strings.Contains(c.Answer, "a=max-message-size:131072") {
 		t.Errorf("the answer does not announce four times the frame limit as max-message-size:\n%s", c.Answer)
 	}
@@ -343,9 +335,7 @@ func TestShutdown(t *testing.T) {
 	e := start(t, Options{}, broker.Config{})
 	id, jt := createSession(t, e, brokertest.KeyA)
 	c := dial(t, e, "caller", id, jt)
-	if w := c.hello(map[string]any{"role": "caller", "join_token": jt}); w.Type != "welcome" {
-		t.Fatalf("hello: %s", w)
-	}
+	c.join(jt)
 	_ = e.h.Close()
 	c.waitClosed()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -354,7 +344,7 @@ func TestShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, offer := newCaller(t, "late")
-	status, _, body := do(t, http.MethodPost, e.offerURL(id), jt, "application/sdp", offer)
+	status, _, body := wiretest.HTTPDo(t, http.MethodPost, e.offerURL(id), jt, "application/sdp", offer)
 	checkHTTPError(t, "offer after Close", status, body, 503, "internal")
 	// The session lives on: a drop, not an end (SPEC 10).
 	waitTimeline(t, e, id, "disconnect")
@@ -373,9 +363,7 @@ func TestSlowConsumer(t *testing.T) {
 	e := start(t, Options{BufferedHigh: 64 << 10}, broker.Config{Limits: broker.Limits{SendQueueBytes: 256 << 10}})
 	id, jt := createSession(t, e, brokertest.KeyA)
 	c := dialWith(t, e, "caller", id, jt, func(se *webrtc.SettingEngine) { se.SetSCTPMaxReceiveBufferSize(128 << 10) })
-	if w := c.hello(map[string]any{"role": "caller", "join_token": jt}); w.Type != "welcome" {
-		t.Fatalf("hello: %s", w)
-	}
+	c.join(jt)
 	// Each turn makes two transcripts of 4 KB: the caller's echo and the agent's "I heard".
 	turns := func(n int, every time.Duration) error {
 		for i := range n {
@@ -453,9 +441,7 @@ func TestICEFailure(t *testing.T) {
 	mux := ice.NewUDPMuxDefault(ice.UDPMuxParams{UDPConn: conn})
 	t.Cleanup(func() { _ = mux.Close() }) // after the caller's peer connection (cleanups run in reverse)
 	c := dialWith(t, e, "caller", id, jt, func(se *webrtc.SettingEngine) { se.SetICEUDPMux(mux) })
-	if w := c.hello(map[string]any{"role": "caller", "join_token": jt}); w.Type != "welcome" {
-		t.Fatalf("hello: %s", w)
-	}
+	c.join(jt)
 	conn.cut.Store(true)
 	waitTimeline(t, e, id, "disconnect")
 	for _, k := range timeline(t, e, id) {
@@ -501,12 +487,10 @@ func TestHangUpHooks(t *testing.T) {
 	f.live.Store(true)
 	e.h.authorizer, e.h.hangUpper = f, f
 	c := dial(t, e, "caller", id, jt)
-	if w := c.hello(map[string]any{"role": "caller", "join_token": jt}); w.Type != "welcome" {
-		t.Fatalf("hello: %s", w)
-	}
-	status, _, body := do(t, http.MethodDelete, e.url+c.Resource, brokertest.KeyA, "", "")
+	c.join(jt)
+	status, _, body := wiretest.HTTPDo(t, http.MethodDelete, e.url+c.Resource, brokertest.KeyA, "", "")
 	checkHTTPError(t, "DELETE with a token the hook refuses", status, body, 401, "unauthorized")
-	if status, _, body := do(t, http.MethodDelete, e.url+c.Resource, jt, "", ""); status != http.StatusOK {
+	if status, _, body := wiretest.HTTPDo(t, http.MethodDelete, e.url+c.Resource, jt, "", ""); status != http.StatusOK {
 		t.Fatalf("DELETE: %d %s", status, body)
 	}
 	if f := c.expect("session.ended"); f.Str("reason") != "ended" {
@@ -520,9 +504,9 @@ func TestHangUpHooks(t *testing.T) {
 		t.Fatalf("HangUp calls: %s", hung)
 	}
 	_, offer := newCaller(t, "late")
-	status, _, body = do(t, http.MethodPost, e.offerURL(id), jt, "application/sdp", offer)
+	status, _, body = wiretest.HTTPDo(t, http.MethodPost, e.offerURL(id), jt, "application/sdp", offer)
 	checkHTTPError(t, "offer to an ended session", status, body, 410, "session_ended")
-	if status, _, body := do(t, http.MethodDelete, e.url+c.Resource, jt, "", ""); status != http.StatusOK {
+	if status, _, body := wiretest.HTTPDo(t, http.MethodDelete, e.url+c.Resource, jt, "", ""); status != http.StatusOK {
 		t.Fatalf("second DELETE: %d %s", status, body)
 	}
 	f.mu.Lock()

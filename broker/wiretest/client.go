@@ -162,33 +162,48 @@ func Dial(t testing.TB, wsURL, name string) *Conn {
 
 // DialErr is Dial returning the error (for goroutines that must not call t.Fatal).
 func DialErr(t testing.TB, wsURL, name string) (*Conn, error) {
-	c := &Conn{t: t, Name: name, notify: make(chan struct{}), done: make(chan struct{}), nextSeq: 1}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, tcp, hc, err := DialWebSocket(ctx, wsURL)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{t: t, Name: name, ws: ws, tcp: tcp, hc: hc, notify: make(chan struct{}), done: make(chan struct{}), nextSeq: 1}
+	go c.read()
+	t.Cleanup(c.cleanup)
+	return c, nil
+}
+
+// DialWebSocket opens a WebSocket connection to wsURL the way the test clients do: over a TCP
+// connection of its own (no keep-alives, a 5 s connect timeout), with a read limit of 16 MiB;
+// ctx bounds the handshake. It returns the connection, the TCP connection under it (to cut it
+// abruptly, see Conn.Cut) and the HTTP client that carries it, whose idle connections the
+// caller closes once done with ws. On error nothing is left open.
+func DialWebSocket(ctx context.Context, wsURL string) (ws *websocket.Conn, tcp net.Conn, hc *http.Client, err error) {
+	var mu sync.Mutex
 	dialer := &net.Dialer{Timeout: 5 * time.Second}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			nc, err := dialer.DialContext(ctx, network, addr)
 			if err == nil {
-				c.mu.Lock()
-				c.tcp = nc
-				c.mu.Unlock()
+				mu.Lock()
+				tcp = nc
+				mu.Unlock()
 			}
 			return nc, err
 		},
 		DisableKeepAlives: true,
 	}
-	c.hc = &http.Client{Transport: tr}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ws, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPClient: c.hc})
+	hc = &http.Client{Transport: tr}
+	ws, _, err = websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPClient: hc})
 	if err != nil {
 		tr.CloseIdleConnections()
-		return nil, err
+		return nil, nil, nil, err
 	}
 	ws.SetReadLimit(16 << 20)
-	c.ws = ws
-	go c.read()
-	t.Cleanup(c.cleanup)
-	return c, nil
+	mu.Lock()
+	defer mu.Unlock()
+	return ws, tcp, hc, nil
 }
 
 func (c *Conn) cleanup() {
@@ -301,15 +316,9 @@ func (c *Conn) SendErr(v any) error {
 // the error frame that refused it. A last_seq member sets where the seq check resumes.
 func (c *Conn) Hello(members map[string]any) Frame {
 	c.t.Helper()
-	h := map[string]any{"type": "hello", "protocol": frames.Protocol}
-	for k, v := range members {
-		h[k] = v
-	}
+	h, next := HelloFrame(members)
 	c.mu.Lock()
-	c.nextSeq = 1
-	if ls, ok := members["last_seq"]; ok {
-		c.nextSeq = toInt64(ls) + 1
-	}
+	c.nextSeq = next
 	c.mu.Unlock()
 	c.Send(h)
 	f := c.Expect(func(f Frame) bool { return f.Type == "welcome" || f.Type == "error" })
@@ -317,6 +326,21 @@ func (c *Conn) Hello(members map[string]any) Frame {
 		c.Welcome = f
 	}
 	return f
+}
+
+// HelloFrame builds a hello frame: type and protocol (frames.Protocol) plus members, which may
+// override them. It also returns the seq the first frame after the welcome must carry (SPEC 2):
+// 1 on a fresh slot, last_seq+1 when members resume with a last_seq (an int, int64 or float64).
+func HelloFrame(members map[string]any) (hello map[string]any, nextSeq int64) {
+	hello = map[string]any{"type": "hello", "protocol": frames.Protocol}
+	for k, v := range members {
+		hello[k] = v
+	}
+	nextSeq = 1
+	if ls, ok := members["last_seq"]; ok {
+		nextSeq = toInt64(ls) + 1
+	}
+	return hello, nextSeq
 }
 
 func toInt64(v any) int64 {
@@ -486,9 +510,7 @@ func (c *Conn) IsClosed() bool {
 // Cut drops the TCP connection abruptly (SO_LINGER 0: an RST, no close frame), as a crashed
 // client or a dead network would.
 func (c *Conn) Cut() {
-	c.mu.Lock()
 	nc := c.tcp
-	c.mu.Unlock()
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}

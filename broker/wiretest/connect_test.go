@@ -20,7 +20,11 @@ func TestCreateSessionHTTP(t *testing.T) {
 	eachStore(t, broker.Config{}, func(t *testing.T, b *brokertest.Broker) {
 		url := b.URL + "/v1/sessions"
 		for _, body := range []string{"", "{}", `{"metadata":{"customer":"c-1","n":[1,2]}}`, `{"model":{"kind":"scripted","instructions":"be brief"}}`} {
-			status, hdr, data := httpDo(t, "POST", url, brokertest.KeyA, body)
+			ct := ""
+			if body != "" {
+				ct = "application/json"
+			}
+			status, hdr, data := HTTPDo(t, "POST", url, brokertest.KeyA, ct, body)
 			if status != http.StatusCreated {
 				t.Fatalf("POST %q: status %d, want 201: %s", body, status, data)
 			}
@@ -39,7 +43,7 @@ func TestCreateSessionHTTP(t *testing.T) {
 		}
 
 		for _, key := range []string{"", "not-a-key", brokertest.KeyA + "x"} {
-			status, _, data := httpDo(t, "POST", url, key, "")
+			status, _, data := HTTPDo(t, "POST", url, key, "", "")
 			checkHTTPError(t, "POST with key "+key, status, data, http.StatusUnauthorized, "unauthorized")
 		}
 		// A key sent another way than Bearer is no key.
@@ -57,7 +61,7 @@ func TestCreateSessionHTTP(t *testing.T) {
 		}
 
 		for _, body := range []string{`{"model":`, `[1,2]`, `"x"`, `{"model":"scripted"}`, `{"metadata":[1]}`, `{"model":{"kind":"bogus"}}`, "\x00\x01"} {
-			status, _, data := httpDo(t, "POST", url, brokertest.KeyA, body)
+			status, _, data := HTTPDo(t, "POST", url, brokertest.KeyA, "application/json", body)
 			checkHTTPError(t, "POST malformed "+body, status, data, http.StatusBadRequest, "bad_frame")
 		}
 	})

@@ -145,10 +145,8 @@ func TestHandlesPerTenant(t *testing.T) {
 	eachStore(t, broker.Config{BackgroundAfter: 30 * time.Second}, func(t *testing.T, b *brokertest.Broker) {
 		s1 := newSession(t, b, brokertest.KeyA)
 		h1 := s1.host("host-1", deferTools()...)
-		live := s1.call(h1, "a1", "bg").Str("call_id")
-		wantAck(t, deferCall(t, h1, live, "shared-live", ""), true, "")
-		done := s1.call(h1, "a2", "bg").Str("call_id")
-		wantAck(t, deferCall(t, h1, done, "shared-burned", ""), true, "")
+		live := s1.deferJob(h1, "a1", "bg", "shared-live", "")
+		done := s1.deferJob(h1, "a2", "bg", "shared-burned", "")
 		result(h1, "", "shared-burned", `"ok"`)
 		s1.waitTimeline("result", has("result", done))
 
@@ -161,10 +159,8 @@ func TestHandlesPerTenant(t *testing.T) {
 
 		sb := newSession(t, b, brokertest.KeyB)
 		hb := sb.host("host-b", deferTools()...)
-		x := sb.call(hb, "c1", "bg").Str("call_id")
-		wantAck(t, deferCall(t, hb, x, "shared-live", ""), true, "")
-		y := sb.call(hb, "c2", "bg").Str("call_id")
-		wantAck(t, deferCall(t, hb, y, "shared-burned", ""), true, "")
+		x := sb.deferJob(hb, "c1", "bg", "shared-live", "")
+		sb.deferJob(hb, "c2", "bg", "shared-burned", "")
 		// Each tenant's job is addressed by its own handle: a result in tenant B leaves A's live.
 		result(hb, "", "shared-live", `"b done"`)
 		sb.waitTimeline("result", has("result", x))
@@ -185,8 +181,7 @@ func TestRejectedDeferStaysPending(t *testing.T) {
 	eachStore(t, broker.Config{BackgroundAfter: 30 * time.Second}, func(t *testing.T, b *brokertest.Broker) {
 		s := newSession(t, b, brokertest.KeyA)
 		h := s.host("host", deferTools()...)
-		burned := s.call(h, "a0", "bg").Str("call_id")
-		wantAck(t, deferCall(t, h, burned, "burned", ""), true, "")
+		burned := s.deferJob(h, "a0", "bg", "burned", "")
 		result(h, "", "burned", `"x"`)
 		s.waitTimeline("result", has("result", burned))
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -62,38 +61,6 @@ func nextID(prefix string) string { return fmt.Sprintf("%s%d", prefix, idCounter
 
 // ---- HTTP ----
 
-// httpDo sends one HTTP request (Authorization: Bearer key when key is set) and returns the
-// status, headers and body.
-func httpDo(t testing.TB, method, url, key, body string) (int, http.Header, []byte) {
-	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	tr := &http.Transport{DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s %s: reading the body: %v", method, url, err)
-	}
-	return resp.StatusCode, resp.Header, data
-}
-
 // decodeObject decodes a JSON object body, failing the test otherwise.
 func decodeObject(t testing.TB, what string, data []byte) map[string]any {
 	t.Helper()
@@ -127,7 +94,7 @@ func checkHTTPError(t testing.TB, what string, status int, body []byte, wantStat
 // createSession is POST /v1/sessions with key; it returns the session id and join token.
 func createSession(t testing.TB, b *brokertest.Broker, key string) (sid, joinToken string) {
 	t.Helper()
-	status, _, body := httpDo(t, "POST", b.URL+"/v1/sessions", key, "")
+	status, _, body := HTTPDo(t, "POST", b.URL+"/v1/sessions", key, "", "")
 	if status != http.StatusCreated {
 		t.Fatalf("POST /v1/sessions: status %d: %s", status, body)
 	}
@@ -176,7 +143,7 @@ func parseEntry(t testing.TB, raw []byte) Entry {
 // timeline reads GET /v1/sessions/{id}/timeline with key.
 func timeline(t testing.TB, b *brokertest.Broker, sid, key string) []Entry {
 	t.Helper()
-	status, hdr, body := httpDo(t, "GET", b.URL+"/v1/sessions/"+sid+"/timeline", key, "")
+	status, hdr, body := HTTPDo(t, "GET", b.URL+"/v1/sessions/"+sid+"/timeline", key, "", "")
 	if status != http.StatusOK {
 		t.Fatalf("timeline of %s: status %d: %s", sid, status, body)
 	}
@@ -320,6 +287,15 @@ func (s *session) agentCall(agentID, name string, args any) {
 	s.t.Helper()
 	s.agent.Send(map[string]any{"type": "agent.tool_call", "id": nextID("tc-"), "call_id": agentID,
 		"conversation_id": "root", "name": name, "arguments": args})
+}
+
+// deferJob makes the agent call tool (see call) and h defer the job under handle with label
+// (none when ""), checking that the defer is accepted; it returns the job's call id.
+func (s *session) deferJob(h *Conn, agentID, tool, handle, label string) string {
+	s.t.Helper()
+	id := s.call(h, agentID, tool).Str("call_id")
+	wantAck(s.t, deferCall(s.t, h, id, handle, label), true, "")
+	return id
 }
 
 // callFor matches the tool_call made for the agent call agentID (its arguments carry n).

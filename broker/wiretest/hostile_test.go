@@ -265,8 +265,7 @@ func TestHostileInput(t *testing.T) {
 	eachStoreInTurn(t, broker.Config{BackgroundAfter: 30 * time.Second}, func(t *testing.T, b *brokertest.Broker) {
 		s := newSession(t, b, brokertest.KeyA)
 		h := s.host("host", decl("work", "deferred", true, "timeout", "30s"))
-		jobID := s.call(h, "a1", "work").Str("call_id")
-		wantAck(t, deferCall(t, h, jobID, "storm-job", "Surviving the storm"), true, "")
+		jobID := s.deferJob(h, "a1", "work", "storm-job", "Surviving the storm")
 		tg := stormTarget{callID: jobID, handle: "storm-job"}
 
 		const conns, perConn = 52, 190 // within the burst of 200 frames of each connection

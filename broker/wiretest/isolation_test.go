@@ -18,8 +18,7 @@ func TestIsolation(t *testing.T) {
 	eachStore(t, broker.Config{BackgroundAfter: 30 * time.Second}, func(t *testing.T, b *brokertest.Broker) {
 		owner := newSession(t, b, brokertest.KeyA)
 		oh := owner.host("owner-host", decl("job", "deferred", true, "timeout", "30s"))
-		deferredID := owner.call(oh, "a1", "job").Str("call_id")
-		wantAck(t, deferCall(t, oh, deferredID, "iso-handle", "Private"), true, "")
+		deferredID := owner.deferJob(oh, "a1", "job", "iso-handle", "Private")
 		pendingID := owner.call(oh, "a2", "job").Str("call_id")
 
 		sameTenant := newSession(t, b, brokertest.KeyA)
@@ -121,20 +120,20 @@ func TestIsolation(t *testing.T) {
 		// tenant and its join token may read it; no key is 401.
 		url := func(sid string) string { return b.URL + "/v1/sessions/" + sid + "/timeline" }
 		missing := "sess_" + strings.Repeat("q", len(owner.sid)-len("sess_"))
-		st, _, other := httpDo(t, "GET", url(owner.sid), brokertest.KeyB, "")
+		st, _, other := HTTPDo(t, "GET", url(owner.sid), brokertest.KeyB, "", "")
 		m1 := checkHTTPError(t, "other tenant's timeline", st, other, http.StatusNotFound, "not_found")
-		st, _, none := httpDo(t, "GET", url(missing), brokertest.KeyB, "")
+		st, _, none := HTTPDo(t, "GET", url(missing), brokertest.KeyB, "", "")
 		m2 := checkHTTPError(t, "missing timeline", st, none, http.StatusNotFound, "not_found")
 		if strings.ReplaceAll(m1, owner.sid, "ID") != strings.ReplaceAll(m2, missing, "ID") {
 			t.Errorf("another tenant's timeline answers %q, a missing one %q", m1, m2)
 		}
-		st, _, _ = httpDo(t, "GET", url(owner.sid), owner.jt, "")
+		st, _, _ = HTTPDo(t, "GET", url(owner.sid), owner.jt, "", "")
 		if st != http.StatusOK {
 			t.Errorf("timeline with the session's join token: status %d", st)
 		}
-		st, _, body := httpDo(t, "GET", url(owner.sid), "", "")
+		st, _, body := HTTPDo(t, "GET", url(owner.sid), "", "", "")
 		checkHTTPError(t, "timeline without a key", st, body, http.StatusUnauthorized, "unauthorized")
-		st, _, body = httpDo(t, "GET", url(owner.sid), otherTenant.jt, "")
+		st, _, body = HTTPDo(t, "GET", url(owner.sid), otherTenant.jt, "", "")
 		if st == http.StatusOK {
 			t.Errorf("another session's join token read the timeline: %s", body)
 		}

@@ -213,8 +213,7 @@ func TestJobCancel(t *testing.T) {
 		}
 
 		// A deferred job, by handle, from another host connection of the session.
-		id2 := s.call(h, "c2", "job").Str("call_id")
-		wantAck(t, deferCall(t, h, id2, "cancel-me", ""), true, "")
+		id2 := s.deferJob(h, "c2", "job", "cancel-me", "")
 		cancel(other, map[string]any{"handle": "cancel-me"}, "cancelled", id2)
 		tcan = h.Expect(TypeWith("tool_cancel", "call_id", id2))
 		if tcan.Str("reason") != "host_request" || tcan.Str("handle") != "cancel-me" {

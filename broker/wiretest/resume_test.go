@@ -197,8 +197,7 @@ func TestResumeWindowExpiry(t *testing.T) {
 		s := newSession(t, b, brokertest.KeyA)
 		h := s.host("host", decl("gone", "deferred", true, "timeout", "30s"))
 		keep := s.host("keeper", decl("kept"))
-		id1 := s.call(h, "a1", "gone").Str("call_id")
-		wantAck(t, deferCall(t, h, id1, "expiring", ""), true, "")
+		id1 := s.deferJob(h, "a1", "gone", "expiring", "")
 		id2 := s.call(h, "a2", "gone").Str("call_id")
 		token, last := h.Welcome.Str("resume_token"), h.LastSeq()
 		h.Cut()
@@ -309,7 +308,7 @@ func TestSessionIdleEnd(t *testing.T) {
 			t.Errorf("an attached session ended")
 		}
 		// Another tenant still sees nothing of the ended session.
-		status, _, body := httpDo(t, "GET", b.URL+"/v1/sessions/"+never+"/timeline", brokertest.KeyB, "")
+		status, _, body := HTTPDo(t, "GET", b.URL+"/v1/sessions/"+never+"/timeline", brokertest.KeyB, "", "")
 		checkHTTPError(t, "timeline of an ended session of another tenant", status, body, 404, "not_found")
 		if strings.Contains(string(body), "session_end") {
 			t.Errorf("another tenant read the timeline")

@@ -97,8 +97,7 @@ func TestTextAgentBuiltins(t *testing.T) {
 		}
 
 		// job.cancel from the agent: reason agent_request.
-		id = s.call(h, "by-handle", "job").Str("call_id")
-		wantAck(t, deferCall(t, h, id, "agent-cancels", ""), true, "")
+		id = s.deferJob(h, "by-handle", "job", "agent-cancels", "")
 		s.agent.Send(map[string]any{"type": "job.cancel", "id": "jc", "handle": "agent-cancels"})
 		if r := s.agent.Expect(TypeWith("job.cancel_result", "ref", "jc")); r.Str("result") != "cancelled" || r.Str("call_id") != id {
 			t.Errorf("agent's job.cancel: %s", r)
@@ -122,8 +121,7 @@ func TestTextAgentPrompts(t *testing.T) {
 		}
 
 		// A completion during a turn is announced at its end.
-		id := s.call(h, "t1", "job").Str("call_id")
-		wantAck(t, deferCall(t, h, id, "turn-job", ""), true, "")
+		id := s.deferJob(h, "t1", "job", "turn-job", "")
 		s.agent.Expect(TypeWith("agent.tool_result", "call_id", "t1", "kind", "background_placeholder"))
 		s.agent.Send(map[string]any{"type": "agent.turn_start", "conversation_id": "root"})
 		// The agent's frames are handled in order: once this is answered, the turn has begun.
@@ -138,8 +136,7 @@ func TestTextAgentPrompts(t *testing.T) {
 		wantContent(t, "wait t1", s.waitResult("t1"), "result", "after the turn")
 
 		// An exact wait blocks; a message from a child conversation interrupts it.
-		id = s.call(h, "t2", "job").Str("call_id")
-		wantAck(t, deferCall(t, h, id, "wait-job", ""), true, "")
+		s.deferJob(h, "t2", "job", "wait-job", "")
 		s.agent.Send(map[string]any{"type": "conversation.create", "id": "cc", "parent_conversation_id": "root"})
 		child := s.agent.Expect(TypeWith("conversation.created", "ref", "cc")).Str("conversation_id")
 		s.agentCall("w2", "wait", map[string]any{"tool_call_id": "t2"})
@@ -166,18 +163,15 @@ func TestTextAgentPrompts(t *testing.T) {
 		wantContent(t, "wait again", s.waitResult("t2"), "error", "error: Tool call result already consumed")
 
 		// Two exact waits on one call: the second is refused; the first gets the result.
-		idA := s.call(h, "bA", "job").Str("call_id")
-		wantAck(t, deferCall(t, h, idA, "bare-a", ""), true, "")
+		s.deferJob(h, "bA", "job", "bare-a", "")
 		s.agentCall("wx1", "wait", map[string]any{"tool_call_id": "bA"})
 		wantContent(t, "parallel exact wait", s.builtin("wait", map[string]any{"tool_call_id": "bA"}), "error", "error: Tool call result is already being waited for")
 		result(h, "", "bare-a", `"a"`)
 		wantContent(t, "exact wait bA", s.agentResult("wx1"), "result", "a")
 
 		// Bare waits consume the conversation's completed results in completion order.
-		idB := s.call(h, "bB", "job").Str("call_id")
-		wantAck(t, deferCall(t, h, idB, "bare-b", ""), true, "")
-		idC := s.call(h, "bC", "job").Str("call_id")
-		wantAck(t, deferCall(t, h, idC, "bare-c", ""), true, "")
+		idB := s.deferJob(h, "bB", "job", "bare-b", "")
+		idC := s.deferJob(h, "bC", "job", "bare-c", "")
 		result(h, "", "bare-c", `"c first"`)
 		s.waitTimeline("result c", has("result", idC))
 		result(h, "", "bare-b", `"b second"`)

@@ -23,8 +23,7 @@ func TestTimeline(t *testing.T) {
 		s := newSession(t, b, brokertest.KeyA)
 		h := s.host("host", decl("job", "deferred", true, "timeout", "30s"))
 		start := time.Now().UnixMilli()
-		id := s.call(h, "a1", "job").Str("call_id")
-		wantAck(t, deferCall(t, h, id, "tl-handle", "Timeline job"), true, "")
+		id := s.deferJob(h, "a1", "job", "tl-handle", "Timeline job")
 		h.Send(map[string]any{"type": "tool_progress", "handle": "tl-handle", "note": "half way"})
 		result(h, "", "tl-handle", `{"answer":42}`)
 		es := s.waitTimeline("result", has("result", id))
@@ -103,16 +102,16 @@ func TestTimeline(t *testing.T) {
 		}
 
 		// The endpoint's errors; health and metrics.
-		st, _, body := httpDo(t, "GET", b.URL+"/v1/sessions/"+s.sid+"/timeline", "", "")
+		st, _, body := HTTPDo(t, "GET", b.URL+"/v1/sessions/"+s.sid+"/timeline", "", "", "")
 		checkHTTPError(t, "timeline without a key", st, body, http.StatusUnauthorized, "unauthorized")
-		st, _, body = httpDo(t, "GET", b.URL+"/v1/sessions/"+s.sid+"/timeline?follow=1", "wrong-key", "")
+		st, _, body = HTTPDo(t, "GET", b.URL+"/v1/sessions/"+s.sid+"/timeline?follow=1", "wrong-key", "", "")
 		checkHTTPError(t, "follow with a wrong key", st, body, http.StatusUnauthorized, "unauthorized")
 		for _, p := range []string{"/healthz", "/readyz"} {
-			if st, _, body := httpDo(t, "GET", b.URL+p, "", ""); st != http.StatusOK {
+			if st, _, body := HTTPDo(t, "GET", b.URL+p, "", "", ""); st != http.StatusOK {
 				t.Errorf("%s: status %d: %s", p, st, body)
 			}
 		}
-		st, _, body = httpDo(t, "GET", b.URL+"/metrics", "", "")
+		st, _, body = HTTPDo(t, "GET", b.URL+"/metrics", "", "", "")
 		if st != http.StatusOK || !strings.Contains(string(body), "# TYPE ") {
 			t.Errorf("/metrics: status %d, no # TYPE line", st)
 		}
@@ -129,8 +128,7 @@ func TestSessionEnd(t *testing.T) {
 		h := s.host("host", decl("job", "deferred", true, "timeout", "30s"))
 		h2 := s.host("host-2", decl("other"))
 		pending := s.call(h, "a1", "job").Str("call_id")
-		deferred := s.call(h, "a2", "job").Str("call_id")
-		wantAck(t, deferCall(t, h, deferred, "end-handle", ""), true, "")
+		deferred := s.deferJob(h, "a2", "job", "end-handle", "")
 		other := s.call(h2, "a3", "other").Str("call_id")
 		done := s.call(h, "a4", "job").Str("call_id")
 		result(h, done, "", `"finished before the end"`)
@@ -194,7 +192,7 @@ func TestSessionEnd(t *testing.T) {
 		}
 		late.ExpectClosed(websocket.StatusPolicyViolation)
 		// The timeline stays readable, with the key and with the join token.
-		if st, _, body := httpDo(t, "GET", b.URL+"/v1/sessions/"+s.sid+"/timeline", s.jt, ""); st != http.StatusOK {
+		if st, _, body := HTTPDo(t, "GET", b.URL+"/v1/sessions/"+s.sid+"/timeline", s.jt, "", ""); st != http.StatusOK {
 			t.Errorf("timeline of an ended session with its join token: %d %s", st, body)
 		}
 		es := s.timeline()
