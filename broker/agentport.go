@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"sync"
 
 	"github.com/backchannel-io/backchannel/broker/textagent"
 	"github.com/backchannel-io/backchannel/frames"
@@ -18,10 +19,53 @@ type AgentPort struct {
 	s *Session
 	t *textAgent
 
+	// done is closed once the port is detached: by Close, or when its session ends.
+	done chan struct{}
+	// tools delivers the session's tools to the OnToolsChanged listener, in order.
+	tools toolsNotifier
+
 	// Owned by the session's event loop.
 	waiting map[string]*portCall // open calls by the agent's call id
 	closed  bool
-	onTools func([]ToolInfo) // told the session's tools after every declaration
+}
+
+// toolsNotifier hands the latest tool list to a listener on a goroutine of its own, one list at
+// a time and in order: a list that is superseded before it was delivered is skipped.
+type toolsNotifier struct {
+	mu      sync.Mutex
+	fn      func([]ToolInfo)
+	pending []ToolInfo
+	has     bool // pending is to be delivered
+	running bool // a goroutine is delivering
+}
+
+// notify queues tools for the listener.
+func (n *toolsNotifier) notify(tools []ToolInfo) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fn == nil {
+		return
+	}
+	n.pending, n.has = tools, true
+	if !n.running {
+		n.running = true
+		go n.run()
+	}
+}
+
+func (n *toolsNotifier) run() {
+	for {
+		n.mu.Lock()
+		if !n.has {
+			n.running = false
+			n.mu.Unlock()
+			return
+		}
+		tools, fn := n.pending, n.fn
+		n.pending, n.has = nil, false
+		n.mu.Unlock()
+		fn(tools)
+	}
 }
 
 // portCall is one open call of the port.
@@ -67,7 +111,7 @@ func (n *Node) AttachAgent(tenant, sessionID string) (*AgentPort, error) {
 			reply <- result{nil, ErrAgentAttached}
 			return
 		}
-		p := &AgentPort{s: s, waiting: make(map[string]*portCall)}
+		p := &AgentPort{s: s, waiting: make(map[string]*portCall), done: make(chan struct{})}
 		p.t = &textAgent{s: s, port: p}
 		p.t.a = textagent.New(p.t, textagent.Options{BackgroundAfter: s.node.cfg.BackgroundAfter, PromptsInResults: true})
 		s.port, s.text = p, p.t
@@ -84,21 +128,28 @@ func (n *Node) AttachAgent(tenant, sessionID string) (*AgentPort, error) {
 // another tenant.
 var ErrUnknownSession = errors.New("broker: no such session")
 
-// OnToolsChanged registers fn to learn the session's host tools after every declaration. fn
-// runs on its own goroutine.
+// OnToolsChanged registers fn to learn the session's host tools whenever they change (a
+// declaration, a slot that expired), starting with the tools of now. fn runs on a goroutine of
+// its own, one call at a time, with the lists in order (a list superseded before fn could be
+// called is skipped).
 func (p *AgentPort) OnToolsChanged(fn func([]ToolInfo)) {
-	p.s.post(func() { p.onTools = fn })
+	p.tools.mu.Lock()
+	p.tools.fn = fn
+	p.tools.mu.Unlock()
+	p.s.post(p.toolsChanged)
 }
 
 // toolsChanged tells the listener the session's tools.
 func (p *AgentPort) toolsChanged() {
-	if p.onTools == nil || p.closed {
+	if p.closed {
 		return
 	}
-	tools := p.s.toolInfos()
-	fn := p.onTools
-	go fn(tools)
+	p.tools.notify(p.s.toolInfos())
 }
+
+// Done is closed once the port is detached: by Close, or when its session ends (SPEC 3.6). The
+// MCP session of a port whose Done is closed has nothing left to serve.
+func (p *AgentPort) Done() <-chan struct{} { return p.done }
 
 // SessionID is the port's session.
 func (p *AgentPort) SessionID() string { return p.s.id }
@@ -119,8 +170,12 @@ func (p *AgentPort) Tools(ctx context.Context) []ToolInfo {
 
 // Call runs one call of the agent (a host tool, or wait, cancel, status) with the agent's own
 // id, and returns its agent.tool_result. progress, if set, receives the job's progress notes
-// while the call is open. When ctx ends first the call is cancelled (agent_request) — except
-// a wait, which only stops waiting (SPEC 14).
+// while the call is open; it runs on the session's event loop and must not block. A call of a
+// port whose session has ended is answered with an error result.
+//
+// When ctx ends first, or the port is detached while the call is open (Close: the MCP session
+// ended), the request is abandoned: a host or local call is cancelled (agent_request), a wait
+// only stops waiting (SPEC 14); Call then returns ctx.Err() or ErrPortClosed.
 func (p *AgentPort) Call(ctx context.Context, callID, name string, args json.RawMessage, progress func(string)) (frames.AgentToolResult, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
@@ -136,36 +191,55 @@ func (p *AgentPort) Call(ctx context.Context, callID, name string, args json.Raw
 	s := p.s
 	if !s.post(func() {
 		if p.closed || s.ended {
-			pc.result <- frames.AgentToolResult{CallID: callID, Kind: frames.ResultKindError,
-				Content: textagent.ErrorResult("the session has ended").String()}
+			pc.result <- endedResult(callID)
 			return
 		}
 		p.waiting[callID] = pc
 		p.t.a.Handle(&frames.AgentToolCall{CallID: callID, ConversationID: textagent.RootConversation, Name: name, Arguments: args})
 	}) {
-		return frames.AgentToolResult{}, ErrUnknownSession
+		return endedResult(callID), nil
 	}
 	select {
 	case r, ok := <-pc.result:
-		if !ok {
-			return frames.AgentToolResult{}, ErrUnknownSession
+		if ok {
+			return r, nil
 		}
-		return r, nil
+		p.abandon(callID, name)
+		if err := ctx.Err(); err != nil {
+			return frames.AgentToolResult{}, err
+		}
+		return frames.AgentToolResult{}, ErrPortClosed
 	case <-ctx.Done():
-		s.post(func() {
-			delete(p.waiting, callID)
-			if name == "wait" {
-				p.t.a.CancelWait(textagent.RootConversation, callID)
-				return
-			}
-			if brokerID, ok := p.t.a.Running(textagent.RootConversation, callID); ok {
-				if _, _, err := s.engine().Cancel(s.ctx(), s.addr(brokerID), frames.CancelAgentRequest); err != nil {
-					s.node.log.Warn("broker: cancelling a cancelled MCP call", "call_id", brokerID, "err", err)
-				}
-			}
-		})
+		p.abandon(callID, name)
 		return frames.AgentToolResult{}, ctx.Err()
 	}
+}
+
+// ErrPortClosed is returned by a call that was open when its port was detached.
+var ErrPortClosed = errors.New("broker: the MCP session ended")
+
+// endedResult answers a call of a port whose session has ended.
+func endedResult(callID string) frames.AgentToolResult {
+	return frames.AgentToolResult{CallID: callID, Kind: frames.ResultKindError,
+		Content: textagent.ErrorResult("the session has ended").String()}
+}
+
+// abandon withdraws a call whose request went away (SPEC 14): a wait stops waiting and
+// consumes nothing; a running host or local call is cancelled with reason agent_request.
+func (p *AgentPort) abandon(callID, name string) {
+	s := p.s
+	s.post(func() {
+		delete(p.waiting, callID)
+		if name == "wait" {
+			p.t.a.CancelWait(textagent.RootConversation, callID)
+			return
+		}
+		if brokerID, ok := p.t.a.Running(textagent.RootConversation, callID); ok {
+			if _, _, err := s.engine().Cancel(s.ctx(), s.addr(brokerID), frames.CancelAgentRequest); err != nil {
+				s.node.log.Warn("broker: cancelling an abandoned MCP call", "call_id", brokerID, "err", err)
+			}
+		}
+	})
 }
 
 // deliver hands an agent.tool_result to the call waiting for it.
@@ -190,19 +264,16 @@ func (p *AgentPort) progress(brokerID, note string) {
 	}
 }
 
-// Close detaches the port (the MCP session ended): the session then lives on for its resume
-// window like one whose connections dropped.
+// Close detaches the port (the MCP session ended): the calls still open are abandoned (see
+// Call), and the session then lives on for its resume window like one whose connections
+// dropped.
 func (p *AgentPort) Close() {
 	s := p.s
 	s.post(func() {
 		if p.closed {
 			return
 		}
-		p.closed = true
-		for id, pc := range p.waiting {
-			delete(p.waiting, id)
-			close(pc.result)
-		}
+		p.detach()
 		if s.port == p {
 			s.port = nil
 			if s.text == p.t {
@@ -212,6 +283,34 @@ func (p *AgentPort) Close() {
 		}
 		s.armIdle()
 	})
+}
+
+// detach marks the port closed, releases the calls still open (they return ErrPortClosed) and
+// closes Done. It runs on the session's event loop.
+func (p *AgentPort) detach() {
+	if p.closed {
+		return
+	}
+	p.closed = true
+	for id, pc := range p.waiting {
+		delete(p.waiting, id)
+		close(pc.result)
+	}
+	close(p.done)
+}
+
+// sessionEnded answers every call still open with an error result and closes Done: the session
+// ended (SPEC 3.6), so nothing it waits for can come any more. It runs on the session's event
+// loop, after the session's open jobs were cancelled (their calls got their results then).
+func (p *AgentPort) sessionEnded() {
+	if p.closed {
+		return
+	}
+	for id, pc := range p.waiting {
+		delete(p.waiting, id)
+		pc.result <- endedResult(id)
+	}
+	p.detach()
 }
 
 // callID mints the agent-facing id of an MCP call: its broker call id (SPEC 14).

@@ -445,4 +445,7 @@ func (s *Session) expireSlot(sl *Slot) {
 		}
 	}
 	s.record(jobs.KindNotice, map[string]any{"text": "slot expired", "slot": sl.id, "role": string(sl.role)})
+	if s.port != nil && len(sl.tools) > 0 {
+		s.port.toolsChanged() // its tools are withdrawn (SPEC 10)
+	}
 }

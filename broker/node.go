@@ -28,7 +28,6 @@ type Node struct {
 	sessions map[string]*Session // live sessions by id
 	ended    map[string]*endedSession
 	closing  bool
-	wg       sync.WaitGroup
 	metrics  *metrics
 }
 

@@ -200,6 +200,9 @@ func (s *Session) end(reason frames.EndReason) {
 	if s.text != nil {
 		s.text.ending()
 	}
+	if s.port != nil {
+		s.port.sessionEnded() // its open requests are answered; the facade closes its MCP session
+	}
 	for _, sl := range s.slots {
 		if sl.expiry != nil {
 			sl.expiry.Stop()
@@ -233,6 +236,9 @@ func (s *Session) detachAll(code int, reason string) {
 	s.stopIdle()
 	if s.voice != nil {
 		s.voice.stop()
+	}
+	if s.port != nil {
+		s.port.detach() // its open requests return; the facade closes its MCP session
 	}
 	for _, sl := range s.slots {
 		if sl.expiry != nil {

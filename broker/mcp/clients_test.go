@@ -61,6 +61,8 @@ type agent interface {
 	Tools(ctx context.Context) ([]string, error)
 	// Close ends the MCP session (DELETE) and releases the client.
 	Close()
+	// MCPSession is the client's Mcp-Session-Id.
+	MCPSession() string
 }
 
 // connectInfo is what the client saw of its initialize request.
@@ -117,8 +119,9 @@ type goAgent struct {
 	once  sync.Once
 }
 
-// keyTransport adds the API key to every request and Backchannel-Session to the initialize
-// request (the only POST without Mcp-Session-Id), and records what the initialize answered.
+// keyTransport adds the API key to every request and Backchannel-Session to every POST without
+// Mcp-Session-Id — the initialize (and, with goOptions.discover, the server/discover before it)
+// — and records what the last of those answered.
 type keyTransport struct {
 	base    http.RoundTripper
 	key     string
@@ -150,11 +153,19 @@ func (k *keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// legacyProtocol is the MCP protocol version the Go client of the scenarios asks for: the
+// newest one that starts with initialize.
+const legacyProtocol = "2025-11-25"
+
 // goOptions tune the Go client.
 type goOptions struct {
 	// noStandaloneSSE: the client opens no standalone SSE stream (GET); it gets only what the
 	// server sends on the streams of its own requests.
 	noStandaloneSSE bool
+	// discover: the client connects with its default protocol version, 2026-07-28, which
+	// probes the server with server/discover (SEP-2575) before falling back to initialize.
+	// The scenarios pin 2025-11-25 (initialize first) instead: see TestGoClientDefaultHandshake.
+	discover bool
 }
 
 func connectGo(t *testing.T, e *env, key, session string) (agent, connectInfo, error) {
@@ -175,10 +186,14 @@ func connectGoWith(t *testing.T, e *env, key, session string, opts goOptions) (a
 			}
 		},
 	})
+	sessionOpts := &sdk.ClientSessionOptions{ProtocolVersion: legacyProtocol}
+	if opts.discover {
+		sessionOpts = nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	cs, err := client.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: e.mcpURL,
-		HTTPClient: &http.Client{Transport: kt}, MaxRetries: -1, DisableStandaloneSSE: opts.noStandaloneSSE}, nil)
+		HTTPClient: &http.Client{Transport: kt}, MaxRetries: -1, DisableStandaloneSSE: opts.noStandaloneSSE}, sessionOpts)
 	kt.mu.Lock()
 	info := kt.info
 	kt.mu.Unlock()
@@ -237,6 +252,8 @@ func (a *goAgent) Tools(ctx context.Context) ([]string, error) {
 	sort.Strings(names)
 	return names, nil
 }
+
+func (a *goAgent) MCPSession() string { return a.cs.ID() }
 
 func (a *goAgent) Close() {
 	a.once.Do(func() {
@@ -354,6 +371,7 @@ type tsEvent struct {
 	OK       bool     `json:"ok"`
 	Status   int      `json:"status"`
 	Session  string   `json:"session"`
+	MCP      string   `json:"mcp_session"`
 	Code     *int     `json:"code"`
 	Name     string   `json:"name"`
 	Message  string   `json:"message"`
@@ -377,6 +395,8 @@ type tsAgent struct {
 	stderr *syncBuffer
 	exited chan struct{} // the reader saw the end of stdout and the process was waited for
 	init   chan tsEvent
+	mcpID  string
+	quiet  bool // do not show stderr on failure
 
 	mu      sync.Mutex
 	seq     int
@@ -424,7 +444,9 @@ func connectTS(t *testing.T, e *env, key, session string) (agent, connectInfo, e
 	select {
 	case ev := <-a.init:
 		info := connectInfo{Status: ev.Status, Session: ev.Session}
+		a.mcpID = ev.MCP
 		if !ev.OK {
+			a.quiet = true // the error is the answer; its stderr echo is noise
 			a.Close()
 			return nil, info, &tsError{Code: ev.Code, Name: ev.Name, Message: ev.Message}
 		}
@@ -560,6 +582,8 @@ func (a *tsAgent) Tools(ctx context.Context) ([]string, error) {
 	return ev.Tools, nil
 }
 
+func (a *tsAgent) MCPSession() string { return a.mcpID }
+
 // Close asks the client to end its MCP session (DELETE) and exit, and waits for the process.
 func (a *tsAgent) Close() {
 	a.once.Do(func() {
@@ -572,7 +596,7 @@ func (a *tsAgent) Close() {
 			<-a.exited
 			a.t.Errorf("node client.mjs did not exit within %v after close: %s", waitLimit, a.stderr)
 		}
-		if a.t.Failed() {
+		if a.t.Failed() && !a.quiet {
 			if s := a.stderr.String(); s != "" {
 				a.t.Logf("node client.mjs stderr:\n%s", s)
 			}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -69,13 +70,23 @@ func suiteConfig() broker.Config {
 // its own.
 func startEnv(t *testing.T, store string, cfg broker.Config) *env {
 	t.Helper()
+	return startEnvWith(t, store, cfg, nil)
+}
+
+// startEnvWith is startEnv with the /mcp handler wrapped by wrap (when not nil).
+func startEnvWith(t *testing.T, store string, cfg broker.Config, wrap func(http.Handler) http.Handler) *env {
+	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg.Logger = log
 	b := brokertest.Start(t, brokertest.Options{Store: store, Config: cfg})
 	wsh := ws.NewHandler(b.Node, ws.Options{Logger: log})
+	var facade http.Handler = mcp.New(b.Node, log)
+	if wrap != nil {
+		facade = wrap(facade)
+	}
 	handler := b.Node.Handler(wsh, func(mux *http.ServeMux) {
-		mux.Handle("/mcp", mcp.New(b.Node, log))
+		mux.Handle("/mcp", facade)
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -100,7 +111,9 @@ func startEnv(t *testing.T, store string, cfg broker.Config) *env {
 		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
 		defer scancel()
 		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("the HTTP server did not shut down within 5 s (a request of /mcp or /v1/ws still running): %v", err)
+			var stacks strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			t.Errorf("the HTTP server did not shut down within 5 s (a request of /mcp or /v1/ws still running): %v\n%s", err, stacks.String())
 			_ = srv.Close()
 		}
 		if err := wsh.Wait(ctx); err != nil {
@@ -309,6 +322,20 @@ func (h *host) expectMatch(typ string, match func(frame) bool) frame {
 			}
 			h.backlog = append(h.backlog, f)
 		case <-h.done:
+			// The reader has stopped; frames it received before the close may still be
+			// buffered (select picks at random between ready cases).
+			for {
+				select {
+				case f := <-h.in:
+					if f.str("type") == typ && match(f) {
+						return f
+					}
+					h.backlog = append(h.backlog, f)
+					continue
+				default:
+				}
+				break
+			}
 			h.t.Fatalf("host: connection closed while waiting for %s (received %v)", typ, h.backlog)
 		case <-timer.C:
 			h.t.Fatalf("host: no %s within %v (received %v)", typ, waitLimit, h.backlog)

@@ -122,13 +122,33 @@ func TestInitializeNamesSession(t *testing.T) {
 // and milestones arrive as notifications/progress (SPEC 13, 14).
 func TestBackgroundWaitProgress(t *testing.T) {
 	each(t, suiteConfig(), func(t *testing.T, e *env, k clientKind) {
-		sid, h := e.sessionWithHost(slowTool)
+		sid, h := e.sessionWithHost(lookupTool, slowTool)
 		a, _ := mustConnect(t, e, k, brokertest.KeyA, sid)
 		setWorking(t, a)
-		id := startBackground(t, a, h, 1)
-
 		ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
 		defer cancel()
+
+		// A foreground call with a progress token gets its own progress notes.
+		fgNotes := make(chan note, 64)
+		fg := callAsync(ctx, a, "lookup", map[string]any{"q": "p"}, func(n note) { fgNotes <- n })
+		lc := h.toolCall("lookup")
+		h.progress(lc.str("call_id"), "looking")
+		select {
+		case n := <-fgNotes:
+			if n.Message != "looking" || n.Progress <= 0 {
+				t.Errorf("notifications/progress of the lookup: %+v, want message \"looking\" and progress > 0", n)
+			}
+		case <-time.After(waitLimit):
+			t.Fatal("the progress note of an open call with a progress token did not arrive as notifications/progress")
+		}
+		h.result(lc.str("call_id"), `"p found"`)
+		if o := await(t, fg, "lookup"); o.err != nil {
+			t.Fatal(o.err)
+		} else {
+			expectText(t, "lookup", o.r, "p found", false)
+		}
+
+		id := startBackground(t, a, h, 1)
 		waitCh, notes, first := openWait(t, ctx, a, h, id)
 		// A milestone (a partial result with reply) is forwarded as well.
 		h.send(map[string]any{"type": "tool_partial_result", "call_id": id, "segment": "half way", "reply": true})

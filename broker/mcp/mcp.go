@@ -9,12 +9,24 @@
 // Authentication is `Authorization: Bearer <api key>` on every request. The session is named
 // by the header `Backchannel-Session` at initialize (a new session is created when it is
 // absent, and its id is returned in the same header); later requests are bound to it through
-// the MCP session (`Mcp-Session-Id`).
+// the MCP session (`Mcp-Session-Id`). Only an `initialize` request binds a session: any other
+// request without an MCP session (`server/discover`, a malformed body) is answered by the SDK
+// on a server that is bound to none.
+//
+// The MCP session and the Backchannel session end together where SPEC 3.6 says so: when the
+// MCP session ends (DELETE, idle timeout) its open requests are abandoned — a call is
+// cancelled with reason agent_request, a wait only stops waiting — and the client is detached
+// at once; when the Backchannel session ends, the open requests are answered and the MCP
+// session is closed.
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -30,11 +42,21 @@ import (
 // SessionHeader names the Backchannel session of an MCP client (SPEC 14).
 const SessionHeader = "Backchannel-Session"
 
+// mcpSessionHeader is the Streamable HTTP transport's session header.
+const mcpSessionHeader = "Mcp-Session-Id"
+
+// maxBodyBytes bounds the body of a request without an MCP session, which the facade reads to
+// tell an initialize from anything else (the SDK's own default limit).
+const maxBodyBytes = sdk.DefaultMaxRequestBodyBytes
+
 // Handler serves /mcp for a node.
 type Handler struct {
 	node   *broker.Node
 	log    *slog.Logger
 	stream *sdk.StreamableHTTPHandler
+	// unbound serves the requests without an MCP session that are not initialize (such as
+	// server/discover): it is bound to no Backchannel session.
+	unbound *sdk.Server
 
 	mu       sync.Mutex
 	sessions map[string]*binding // by Mcp-Session-Id
@@ -43,9 +65,59 @@ type Handler struct {
 // binding is an MCP session's Backchannel session.
 type binding struct {
 	tenant string
+	id     string // the Mcp-Session-Id
 	port   *broker.AgentPort
 	server *sdk.Server
+
+	// ctx ends when the MCP session ends: the requests still open are abandoned.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	release sync.Once
+
+	mu    sync.Mutex
+	posts int           // POST requests of the MCP session being served
+	quiet chan struct{} // closed when posts drops to zero (made by whoever waits for it)
 }
+
+// enter counts a POST request of the MCP session in; leave counts it out.
+func (b *binding) enter() {
+	b.mu.Lock()
+	b.posts++
+	b.mu.Unlock()
+}
+
+func (b *binding) leave() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.posts--
+	if b.posts == 0 && b.quiet != nil {
+		close(b.quiet)
+		b.quiet = nil
+	}
+}
+
+// idle is closed once no POST request of the MCP session is being served: their responses
+// (written before the SDK's handler returns) went out.
+func (b *binding) idle() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.posts == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	if b.quiet == nil {
+		b.quiet = make(chan struct{})
+	}
+	return b.quiet
+}
+
+// answerGrace bounds how long the MCP session of an ended Backchannel session stays open for
+// the answers of its open requests to go out.
+const answerGrace = 5 * time.Second
+
+// answerLinger is how long that MCP session stays open once the answers went out.
+const answerLinger = 250 * time.Millisecond
 
 type ctxKey struct{}
 
@@ -55,13 +127,29 @@ func New(node *broker.Node, log *slog.Logger) *Handler {
 		log = slog.Default()
 	}
 	h := &Handler{node: node, log: log, sessions: make(map[string]*binding)}
+	h.unbound = sdk.NewServer(implementation, &sdk.ServerOptions{
+		Instructions: instructions,
+		Capabilities: capabilities(),
+	})
 	h.stream = sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		if b, ok := r.Context().Value(ctxKey{}).(*binding); ok {
-			return b.server
+		if srv, ok := r.Context().Value(ctxKey{}).(*sdk.Server); ok {
+			return srv
 		}
 		return nil
 	}, &sdk.StreamableHTTPOptions{Logger: log, SessionTimeout: 30 * time.Minute, DisableLocalhostProtection: true})
 	return h
+}
+
+// implementation is how the facade names itself to MCP clients.
+var implementation = &sdk.Implementation{Name: "backchannel", Version: "1"}
+
+// instructions tell an MCP client how the session's tools behave.
+const instructions = "Slow tools run in the background: use `wait` to get their results, `cancel` to stop them and `status` to report what you are doing."
+
+// capabilities are the facade's server capabilities: tools, whose list changes as hosts
+// declare theirs.
+func capabilities() *sdk.ServerCapabilities {
+	return &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}}
 }
 
 func httpError(w http.ResponseWriter, status int, code frames.Code, msg string) {
@@ -70,8 +158,8 @@ func httpError(w http.ResponseWriter, status int, code frames.Code, msg string) 
 	_ = json.NewEncoder(w).Encode(map[string]string{"code": string(code), "message": msg})
 }
 
-// ServeHTTP authenticates the request, binds a new MCP session to its Backchannel session, and
-// hands the request to the SDK's Streamable HTTP transport.
+// ServeHTTP authenticates the request, binds the MCP session an initialize creates to its
+// Backchannel session, and hands the request to the SDK's Streamable HTTP transport.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok := r.Header.Get("Authorization")
 	if len(tok) > 7 && strings.EqualFold(tok[:7], "bearer ") {
@@ -84,13 +172,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUnauthorized, frames.CodeUnauthorized, "a valid API key is required: Authorization: Bearer KEY")
 		return
 	}
-	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+	if id := r.Header.Get(mcpSessionHeader); id != "" {
 		h.mu.Lock()
 		b := h.sessions[id]
 		h.mu.Unlock()
-		if b != nil && b.tenant != tenant {
+		if b == nil || b.tenant != tenant {
 			httpError(w, http.StatusNotFound, frames.CodeNotFound, "no such MCP session")
 			return
+		}
+		switch r.Method {
+		case http.MethodDelete:
+			// The client ends its MCP session: its open requests are abandoned, so that the
+			// SDK's close (which waits for them) completes, and the Backchannel session is
+			// free for the next client at once.
+			h.release(b)
+		case http.MethodPost:
+			b.enter()
+			defer b.leave()
 		}
 		h.stream.ServeHTTP(w, r)
 		return
@@ -99,92 +197,188 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.stream.ServeHTTP(w, r)
 		return
 	}
-	// A request without an MCP session: initialize. Bind it to its Backchannel session.
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, frames.CodeBadFrame, "reading the request body: "+err.Error())
+		return
+	}
+	if len(body) > maxBodyBytes {
+		httpError(w, http.StatusRequestEntityTooLarge, frames.CodeLimitExceeded, "the request body is over the limit of 4 MiB")
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !isInitialize(body) {
+		// Not an initialize (server/discover, a request without its session, a malformed
+		// body): the SDK answers it; no Backchannel session is created or bound (SPEC 14).
+		h.stream.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, h.unbound)))
+		return
+	}
+	h.initialize(w, r, tenant)
+}
+
+// initialize serves an initialize request: it attaches a port to the session the request
+// names (or to a new one), and binds the MCP session the SDK creates to it.
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant string) {
 	port, err := h.node.AttachAgent(tenant, r.Header.Get(SessionHeader))
 	switch {
-	case err == broker.ErrUnknownSession:
+	case errors.Is(err, broker.ErrUnknownSession):
 		httpError(w, http.StatusNotFound, frames.CodeNotFound, "no session "+r.Header.Get(SessionHeader))
 		return
-	case err == broker.ErrAgentAttached:
+	case errors.Is(err, broker.ErrAgentAttached):
 		httpError(w, http.StatusForbidden, frames.CodeForbidden, err.Error())
 		return
 	case err != nil:
 		httpError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
 		return
 	}
-	b := &binding{tenant: tenant, port: port}
+	b := &binding{tenant: tenant, id: rand.Text(), port: port}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.server = h.newServer(b)
+	// The binding is known before the client can learn its Mcp-Session-Id, so that every
+	// later request of the MCP session finds it.
+	h.mu.Lock()
+	h.sessions[b.id] = b
+	h.mu.Unlock()
 	w.Header().Set(SessionHeader, port.SessionID())
-	rec := &headerWatch{ResponseWriter: w}
-	h.stream.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), ctxKey{}, b)))
-	if id := w.Header().Get("Mcp-Session-Id"); id != "" {
-		h.mu.Lock()
-		h.sessions[id] = b
-		h.mu.Unlock()
-	} else {
-		port.Close() // initialize failed: nothing is bound
+	h.stream.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, b.server)))
+	var ss *sdk.ServerSession
+	for s := range b.server.Sessions() {
+		if s.ID() == b.id && s.InitializeParams() != nil {
+			ss = s
+		}
 	}
+	if ss == nil {
+		h.release(b) // initialize failed (or the session is gone already): nothing stays bound
+		return
+	}
+	closed := make(chan struct{})
+	go func() {
+		_ = ss.Wait()
+		close(closed)
+	}()
+	go func() {
+		select {
+		case <-closed: // the MCP session ended
+		case <-b.ctx.Done(): // the client deleted its MCP session
+		case <-port.Done():
+			// The Backchannel session ended (or the node is shutting down): the open requests
+			// have their answers. The SDK drops the responses that are not written by the
+			// time a close starts, so the MCP session is closed once they went out.
+			timer := time.NewTimer(answerGrace)
+			select {
+			case <-b.idle():
+				// The answers are written; the client reads them before it sees its
+				// standalone stream end (which some clients take for a failure of every
+				// request still being read).
+				timer.Reset(answerLinger)
+				select {
+				case <-timer.C:
+				case <-closed:
+				}
+			case <-closed:
+			case <-timer.C:
+			}
+			timer.Stop()
+			_ = ss.Close()
+		}
+		h.release(b)
+	}()
 }
 
-// headerWatch is the ResponseWriter of an initialize request (it only passes through; the
-// session id is read from the headers once the SDK wrote them).
-type headerWatch struct{ http.ResponseWriter }
+// release ends a binding: the requests still open are abandoned, the port is detached and the
+// MCP session is forgotten. It may be called more than once.
+func (h *Handler) release(b *binding) {
+	b.release.Do(func() {
+		b.cancel()
+		b.port.Close()
+		h.mu.Lock()
+		if h.sessions[b.id] == b {
+			delete(h.sessions, b.id)
+		}
+		h.mu.Unlock()
+	})
+}
 
-func (h *headerWatch) Flush() {
-	if f, ok := h.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
+// isInitialize reports whether body is a JSON-RPC initialize request (or a batch holding one).
+func isInitialize(body []byte) bool {
+	body = bytes.TrimSpace(body)
+	msgs := []json.RawMessage{body}
+	if len(body) > 0 && body[0] == '[' {
+		msgs = nil
+		if json.Unmarshal(body, &msgs) != nil {
+			return false
+		}
 	}
+	for _, m := range msgs {
+		var req struct {
+			Method string          `json:"method"`
+			ID     json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(m, &req) == nil && req.Method == "initialize" && len(req.ID) > 0 && string(req.ID) != "null" {
+			return true
+		}
+	}
+	return false
 }
 
 // newServer is the MCP server of one MCP session: the session's tools, wait, cancel, status.
 func (h *Handler) newServer(b *binding) *sdk.Server {
-	var srv *sdk.Server
-	srv = sdk.NewServer(&sdk.Implementation{Name: "backchannel", Version: "1"}, &sdk.ServerOptions{
-		Instructions: "Backchannel session " + b.port.SessionID() + ". Slow tools run in the background: use `wait` to get their results, `cancel` to stop them and `status` to report what you are doing.",
-		InitializedHandler: func(ctx context.Context, req *sdk.InitializedRequest) {
-			go func() {
-				_ = req.Session.Wait()
-				b.port.Close()
-				h.forget(b)
-			}()
-		},
-		HasTools: true,
+	srv := sdk.NewServer(implementation, &sdk.ServerOptions{
+		Instructions: "Backchannel session " + b.port.SessionID() + ". " + instructions,
+		Capabilities: capabilities(),
+		GetSessionID: func() string { return b.id },
+	})
+	// Every tools/call goes to the session's text-agent protocol, whether or not the SDK lists
+	// the tool: a tool that no host serves (withdrawn, never declared) gets the result
+	// `Tool NAME is not available` from the broker (SPEC 4), not a protocol error.
+	srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if call, ok := req.(*sdk.CallToolRequest); ok && method == "tools/call" && call.Params != nil {
+				return h.callTool(ctx, b, call)
+			}
+			return next(ctx, method, req)
+		}
 	})
 	for _, t := range builtins {
-		h.addTool(srv, b, t.Name, t.Description, t.Parameters)
+		h.addTool(srv, b, t)
 	}
-	known := map[string]bool{}
+	offered := map[string]broker.ToolInfo{}
 	for _, t := range b.port.Tools(context.Background()) {
-		h.addTool(srv, b, t.Name, t.Description, t.Parameters)
-		known[t.Name] = true
+		if h.addTool(srv, b, t) {
+			offered[t.Name] = t
+		}
 	}
 	var mu sync.Mutex
 	b.port.OnToolsChanged(func(tools []broker.ToolInfo) {
 		mu.Lock()
 		defer mu.Unlock()
-		now := map[string]bool{}
+		now := map[string]broker.ToolInfo{}
 		for _, t := range tools {
-			h.addTool(srv, b, t.Name, t.Description, t.Parameters)
-			now[t.Name] = true
-		}
-		for name := range known {
-			if !now[name] {
-				srv.RemoveTools(name)
+			if old, ok := offered[t.Name]; ok && sameTool(old, t) {
+				now[t.Name] = t
+				continue
+			}
+			if h.addTool(srv, b, t) {
+				now[t.Name] = t
 			}
 		}
-		known = now
+		var gone []string
+		for name := range offered {
+			if _, ok := now[name]; !ok {
+				gone = append(gone, name)
+			}
+		}
+		if len(gone) > 0 {
+			srv.RemoveTools(gone...)
+		}
+		offered = now
 	})
 	return srv
 }
 
-func (h *Handler) forget(b *binding) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for id, x := range h.sessions {
-		if x == b {
-			delete(h.sessions, id)
-		}
-	}
+// sameTool reports whether two descriptions of a tool are the same for an MCP client.
+func sameTool(a, b broker.ToolInfo) bool {
+	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
 }
 
 // builtins are the tools every MCP client has (SPEC 13).
@@ -197,25 +391,152 @@ var builtins = []broker.ToolInfo{
 		Parameters: json.RawMessage(`{"type":"object","properties":{"state":{"type":"string","enum":["working","waiting","blocked","done"]},"title":{"type":"string"}},"required":["state","title"]}`)},
 }
 
-// addTool adds one tool whose calls go to the session's text-agent protocol.
-func (h *Handler) addTool(srv *sdk.Server, b *binding, name, description string, params json.RawMessage) {
-	schema := params
-	if len(schema) == 0 {
-		schema = json.RawMessage(`{"type":"object"}`)
+// addTool offers one tool to the MCP client; its calls go to the session's text-agent
+// protocol. A tool the SDK refuses (it panics on what it finds invalid) is logged and left
+// unlisted — its calls still reach the broker — and never takes the process down. It reports
+// whether the tool is listed.
+func (h *Handler) addTool(srv *sdk.Server, b *binding, t broker.ToolInfo) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.log.Error("mcp: a host tool cannot be offered to MCP clients", "session", b.port.SessionID(),
+				"tool", t.Name, "panic", p)
+			ok = false
+		}
+	}()
+	srv.AddTool(&sdk.Tool{Name: t.Name, Description: t.Description, InputSchema: inputSchema(t.Parameters)},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return h.callTool(ctx, b, req)
+		})
+	return true
+}
+
+// inputSchema is the MCP input schema of a tool whose declared parameters are params (SPEC 4: any
+// valid JSON Schema). MCP requires an object schema (`"type": "object"`), and tool arguments
+// are always a JSON object, so a schema is presented as one that accepts the same objects:
+// without a type, "type": "object" is added to its constraints; with a list of types that
+// holds "object", the type becomes "object"; with any other type (which no object satisfies),
+// it is kept under allOf of an object schema, and so is the boolean schema false. Empty params
+// and the boolean schema true are {"type":"object"}.
+func inputSchema(params json.RawMessage) json.RawMessage {
+	object := json.RawMessage(`{"type":"object"}`)
+	raw := bytes.TrimSpace(params)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("true")) {
+		return object
 	}
-	srv.AddTool(&sdk.Tool{Name: name, Description: description, InputSchema: schema}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		var progress func(string)
-		if tok := req.Params.GetProgressToken(); tok != nil {
-			n := 0.0
-			progress = func(note string) {
-				n++
-				_ = req.Session.NotifyProgress(context.Background(), &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: n, Message: note})
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		if bytes.Equal(raw, []byte("false")) {
+			return json.RawMessage(`{"type":"object","allOf":[false]}`)
+		}
+		return object // not a schema the broker accepts
+	}
+	typ, has := m["type"]
+	if has {
+		var one string
+		if json.Unmarshal(typ, &one) == nil && one == "object" {
+			return params
+		}
+		var many []string
+		if json.Unmarshal(typ, &many) != nil || !contains(many, "object") {
+			return json.RawMessage(`{"type":"object","allOf":[` + string(raw) + `]}`)
+		}
+	}
+	m["type"] = json.RawMessage(`"object"`)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return object
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// callTool runs one tools/call in the session's text-agent protocol. The request ends with its
+// result, or when the client cancels it or its MCP session ends (the call is then abandoned:
+// AgentPort.Call).
+func (h *Handler) callTool(ctx context.Context, b *binding, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(b.ctx, cancel)
+	defer stop()
+
+	var progress func(string)
+	if tok := req.Params.GetProgressToken(); tok != nil {
+		p := newProgressSender(ctx, h.log, req.Session, tok)
+		defer p.stop()
+		progress = p.add
+	}
+	r, err := b.port.Call(ctx, b.port.NewCallID(), req.Params.Name, req.Params.Arguments, progress)
+	if err != nil {
+		return nil, err
+	}
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: r.Content}}, IsError: r.Kind == frames.ResultKindError}, nil
+}
+
+// progressSender forwards the progress notes of an open request as notifications/progress on
+// the request's own stream (SPEC 14: "while the request is open"), in order, from a goroutine
+// of its own: notes arrive on the session's event loop, which must not wait for the network.
+type progressSender struct {
+	ctx     context.Context // the request's: it routes the notifications to its stream
+	log     *slog.Logger
+	session *sdk.ServerSession
+	token   any
+
+	mu    sync.Mutex
+	notes []string
+	wake  chan struct{}
+	done  chan struct{}
+	count float64
+}
+
+func newProgressSender(ctx context.Context, log *slog.Logger, session *sdk.ServerSession, token any) *progressSender {
+	p := &progressSender{ctx: ctx, log: log, session: session, token: token, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+// add queues a note; it never blocks.
+func (p *progressSender) add(note string) {
+	p.mu.Lock()
+	p.notes = append(p.notes, note)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the sender (the request is answered); notes not sent by now are dropped.
+func (p *progressSender) stop() { close(p.done) }
+
+func (p *progressSender) run() {
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-p.wake:
+		}
+		p.mu.Lock()
+		notes := p.notes
+		p.notes = nil
+		p.mu.Unlock()
+		for _, note := range notes {
+			select {
+			case <-p.done:
+				return
+			default:
+			}
+			p.count++
+			if err := p.session.NotifyProgress(p.ctx, &sdk.ProgressNotificationParams{ProgressToken: p.token, Progress: p.count, Message: note}); err != nil {
+				p.log.Debug("mcp: a progress notification was not delivered", "err", err)
 			}
 		}
-		r, err := b.port.Call(ctx, b.port.NewCallID(), name, req.Params.Arguments, progress)
-		if err != nil {
-			return nil, err
-		}
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: r.Content}}, IsError: r.Kind == frames.ResultKindError}, nil
-	})
+	}
 }

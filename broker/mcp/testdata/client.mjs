@@ -8,7 +8,8 @@
 // without Mcp-Session-Id) also carries `Backchannel-Session: SESSION` when SESSION is given.
 //
 // It prints JSON lines on stdout. First the outcome of initialize:
-//   {"event":"init","ok":true,"status":200,"session":"<Backchannel-Session response header>"}
+//   {"event":"init","ok":true,"status":200,"session":"<Backchannel-Session response header>",
+//    "mcp_session":"<Mcp-Session-Id>"}
 //   {"event":"init","ok":false,"status":401,"code":401,"name":"...","message":"..."}
 // then reads commands from stdin, one JSON object a line, and answers each with events:
 //   {"op":"call","id","name","arguments","progress":bool}
@@ -17,7 +18,8 @@
 //   {"op":"abort","id"}   aborts the call id (AbortController): the SDK sends
 //                         notifications/cancelled and the call ends with an error event
 //   {"op":"list","id"}    -> {"event":"list","id","tools":[names]}
-//   {"op":"close"}        ends the MCP session (DELETE), closes the client and exits 0
+//   {"op":"close"}        ends the MCP session (DELETE; calls in flight are not aborted
+//                         first), closes the client and exits 0
 // End of stdin is a close.
 
 import readline from "node:readline";
@@ -58,7 +60,10 @@ const transport = new StreamableHTTPClientTransport(new URL(url), {
   reconnectionOptions: { maxReconnectionDelay: 1000, initialReconnectionDelay: 100, reconnectionDelayGrowFactor: 1.5, maxRetries: 0 },
 });
 const client = new Client({ name: "backchannel-mcp-ts-test", version: "1.0.0" });
-client.onerror = (e) => process.stderr.write(`client error: ${e?.stack ?? e}\n`);
+let closing = false;
+// Errors of the transport once the session is being closed (the standalone SSE stream ends
+// with the session) are expected; others go to stderr, which the test shows when it fails.
+client.onerror = (e) => closing || process.stderr.write(`client error: ${e?.stack ?? e}\n`);
 
 try {
   await client.connect(transport);
@@ -67,15 +72,16 @@ try {
   await client.close().catch(() => {});
   process.exit(0);
 }
-out({ event: "init", ok: true, status: initInfo.status, session: initInfo.session });
+out({ event: "init", ok: true, status: initInfo.status, session: initInfo.session, mcp_session: transport.sessionId ?? "" });
 
 const calls = new Map(); // id -> AbortController
-let closing = false;
 
+// close ends the MCP session like an application that is done: DELETE, then close the client.
+// Calls still in flight are not aborted first (no notifications/cancelled): the session's end
+// is what ends them.
 async function close() {
   if (closing) return;
   closing = true;
-  for (const ac of calls.values()) ac.abort("client closing");
   await transport.terminateSession().catch((e) => process.stderr.write(`terminateSession: ${e}\n`));
   await client.close().catch((e) => process.stderr.write(`close: ${e}\n`));
   out({ event: "closed" });
