@@ -607,11 +607,13 @@ func TestServerErrorsAreReported(t *testing.T) {
 	h.rec.wait(t, "the second error", func(e ev) bool { return e.kind == "error" && strings.Contains(e.err.Error(), "call_missing") })
 }
 
-func TestConnectionLoss(t *testing.T) {
-	h := start(t, setup{})
+// TestConnectionLossWithoutReconnect: with reconnecting off, a dropped connection is reported
+// once and later commands do nothing.
+func TestConnectionLossWithoutReconnect(t *testing.T) {
+	h := start(t, setup{opts: Options{ReconnectTimeout: -1}})
 	h.sess.Drop()
 	e := h.rec.waitKind(t, "error", "")
-	if !strings.Contains(e.err.Error(), "lost") {
+	if !strings.Contains(e.err.Error(), "lost") || !errors.Is(e.err, ErrConnectionLost) || strings.Contains(e.err.Error(), "reconnecting") {
 		t.Errorf("error %v", e.err)
 	}
 	begin := time.Now()
@@ -630,6 +632,9 @@ func TestConnectionLoss(t *testing.T) {
 	}
 	if n := len(h.rec.errors()); n != 1 {
 		t.Errorf("%d errors, want the loss once", n)
+	}
+	if n := len(h.srv.Sessions()); n != 1 {
+		t.Errorf("%d sessions: the adapter redialled", n)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 const bytesPerMS = 8
 
 // CallerAudio implements model.Model: input_audio_buffer.append of the µ-law chunk as it is.
+// Audio given while the adapter reconnects is dropped: the new session hears the caller from
+// the moment it is connected.
 func (m *Model) CallerAudio(chunk []byte) {
 	if len(chunk) == 0 {
 		return
@@ -16,7 +18,7 @@ func (m *Model) CallerAudio(chunk []byte) {
 	ev := audioAppend{Type: evAudioAppend, Audio: base64.StdEncoding.EncodeToString(chunk)}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.usable() {
+	if m.connected() {
 		_ = m.sendLocked(ev)
 	}
 }
@@ -83,8 +85,8 @@ func (a *audioTracks) get(responseID string) *audioTrack {
 func (m *Model) Cancel(responseID string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.usable() || responseID == "" {
-		return
+	if !m.connected() || responseID == "" {
+		return // while reconnecting there is nothing to cancel: the drop ended every response
 	}
 	if m.resp.active[responseID] {
 		_ = m.sendLocked(responseCancel{Type: evResponseCancel, EventID: m.quietLocked("response.cancel"), ResponseID: responseID})

@@ -56,7 +56,7 @@ func dial(ctx context.Context, o Options) (*conn, error) {
 	ws, resp, err := websocket.Dial(dctx, u.String(), &websocket.DialOptions{HTTPClient: o.HTTPClient, HTTPHeader: h})
 	if err != nil {
 		if resp != nil {
-			return nil, fmt.Errorf("openai: dialing %s: HTTP %d: %w", redact(u), resp.StatusCode, err)
+			return nil, &statusError{status: resp.StatusCode, err: fmt.Errorf("openai: dialing %s: HTTP %d: %w", redact(u), resp.StatusCode, err)}
 		}
 		return nil, fmt.Errorf("openai: dialing %s: %w", redact(u), err)
 	}
@@ -66,6 +66,25 @@ func dial(ctx context.Context, o Options) (*conn, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.writeLoop()
 	return c, nil
+}
+
+// statusError is a dial the server answered with an HTTP status instead of a WebSocket.
+type statusError struct {
+	status int
+	err    error
+}
+
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
+
+// permanent reports whether a failed dial cannot succeed by trying again: the server refused
+// the request itself (HTTP 4xx, except 408 and 429) — a bad key, model or URL.
+func permanent(err error) bool {
+	var se *statusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.status >= 400 && se.status < 500 && se.status != http.StatusRequestTimeout && se.status != http.StatusTooManyRequests
 }
 
 // redact is the URL without user information, for error messages.

@@ -35,8 +35,49 @@
 // the response's first audio chunk (the broker plays agent audio in real time as it arrives),
 // at most the audio received.
 //
-// The connection lives with the session and is not re-established: a dropped connection is
-// reported with Events.Error and later commands do nothing.
+// # Dropped connections
+//
+// A connection that drops — a read error, the server closing it, a write that fails or
+// stalls — is redialled at once, then with exponential backoff and jitter
+// (cenkalti/backoff: Options.ReconnectInterval doubling up to MaxReconnectInterval, ±50 %),
+// for at most Options.ReconnectTimeout (2 minutes by default); an HTTP 4xx answer other than
+// 408 and 429 (a bad key, model or URL) ends it at once. A connection that drops again within
+// 10 seconds of being re-established goes on with the same backoff and bound, so a server
+// that accepts and drops at once is not redialled in a tight loop. (A negative
+// ReconnectTimeout turns redialling off: the drop is reported, the responses it cut off fail,
+// and the model stays closed.) What the broker sees:
+//
+//   - Events.Error with an error wrapping ErrConnectionLost reports the drop (its message
+//     ends with "; reconnecting").
+//   - Caller speech the server's VAD reported started is reported stopped (the new session's
+//     VAD starts afresh).
+//   - Every response the drop cut off is reported failed, so that the broker's failure
+//     contract counts it as a failed attempt (model_error) and retries completions:
+//     ResponseDone(id, false, err) with err wrapping ErrConnectionLost, for the active
+//     response and for every requested response that was queued or being created — Respond
+//     returns those an id of the adapter's own (LostResponsePrefix) and they are reported
+//     started and failed at once. Responses the adapter requested on its own (answers to
+//     caller turns and tool results) that had not started are not requested again.
+//   - On the new connection the Realtime session is restored before anything else is sent:
+//     one session.update with formats, VAD with the current auto-respond setting,
+//     transcription, instructions, voice and the current tools; a function_call item for every
+//     call of the model still waiting for its output; and every context item set with
+//     SetContext (the open-jobs list, pending decisions, progress notes…), in the order they
+//     were set. The rest of the old conversation (turns, spoken responses, answered calls) is
+//     not carried over.
+//   - Events.Error with a *Reconnected (message "openai: reconnected …") reports the restored
+//     connection: a notice on the broker's timeline, not a failure.
+//   - When the bound passes, Events.Error with an error wrapping ErrConnectionLost reports
+//     that the model gave up; it stays closed: waiting requests fail and later commands do
+//     nothing.
+//
+// While the adapter reconnects: caller audio is dropped; Respond waits (bounded by
+// RespondTimeout) and is sent on the new connection, or fails; caller turns and tool results
+// wait and are passed on the new connection (a turn as a typed user message); SetContext,
+// SetTools and SetAutoRespond change what the restore sends; Cancel has nothing to cancel.
+// A ToolResult for a call made on the old connection answers the re-created call with a
+// function_call_output; should the new conversation not hold the call (the server refused to
+// re-create it), the output goes in as a system message naming the call instead of failing.
 //
 // Package sim is an in-process simulator of the Realtime server that the adapter is tested
 // against.

@@ -14,8 +14,14 @@ func (m *Model) handle(ev *serverEvent) {
 	case evSessionCreated, evSessionUpdated:
 		m.log.Debug("openai: " + ev.Type)
 	case evSpeechStarted:
+		m.mu.Lock()
+		m.speaking = true
+		m.mu.Unlock()
 		m.emit(func(e model.Events) { e.SpeechStarted() })
 	case evSpeechStopped:
+		m.mu.Lock()
+		m.speaking = false
+		m.mu.Unlock()
 		m.emit(func(e model.Events) { e.SpeechStopped() })
 	case evCommitted:
 		m.mu.Lock()
@@ -110,8 +116,14 @@ func (m *Model) serverError(ev *serverEvent) {
 		return
 	}
 	m.mu.Lock()
+	callID, restoring := m.calls.notRestored(e.EventID)
 	why, quiet := m.quiet.take(e.EventID)
 	m.mu.Unlock()
+	if restoring {
+		m.log.Warn("openai: a pending function call could not be re-created on the new connection; its output will go in as a system message",
+			"call_id", callID, "err", describe(e))
+		return
+	}
 	if quiet {
 		m.log.Debug("openai: expected error", "of", why, "err", describe(e))
 		return

@@ -24,21 +24,27 @@ type Model struct {
 	opts   Options
 	log    *slog.Logger
 	events model.Events
-	c      *conn
 
 	instructions string // the session instructions
 	voice        string
 
-	emitMu   sync.Mutex // held while an event is delivered, so that none follows Close
-	closed   atomic.Bool
-	readDone chan struct{}
+	emitMu sync.Mutex // held while an event is delivered, so that none follows Close
+	closed atomic.Bool
+	ctx    context.Context // ends at Close: stops redialling
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the connection's goroutine (run) has exited
 
 	mu          sync.Mutex
-	broken      error       // why the connection is gone, once it is
+	c           *conn       // the connection; nil while reconnecting, and once given up
+	broken      error       // why the model gave up the connection, once it did
 	stopCtx     func() bool // stops closing the model when the factory's context ends
 	seq         uint64
 	autoRespond bool
-	contexts    map[string]string // context item ID → the conversation item that holds it
+	speaking    bool            // the server's VAD reported speech that has not stopped yet
+	tools       *[]functionTool // the declared tools (nil: none declared yet)
+	contexts    []*contextEntry // the context items, in the order they were last set
+	calls       pendingCalls    // the model's function calls waiting for their output
+	deferred    []func()        // commands that wait for the connection to be restored
 	turns       heardTurns
 	resp        responder
 	tracks      audioTracks
@@ -59,15 +65,18 @@ func New(opts Options) model.Factory {
 }
 
 // Dial connects one session's model and configures its Realtime session. The dial is bounded
-// by opts.DialTimeout; the model lives until Close, or until ctx ends.
+// by opts.DialTimeout; a failed first dial is returned, not retried. The model lives until
+// Close, or until ctx ends; a connection that drops meanwhile is redialled (see the package
+// documentation).
 func Dial(ctx context.Context, opts Options, cfg model.Config, events model.Events) (*Model, error) {
 	o := opts.withDefaults()
 	c, err := dial(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{opts: o, log: o.Logger, events: events, c: c, readDone: make(chan struct{}),
-		autoRespond: true, contexts: make(map[string]string), partials: make(map[string]string)}
+	m := &Model{opts: o, log: o.Logger, events: events, c: c, done: make(chan struct{}),
+		autoRespond: true, partials: make(map[string]string)}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.resp.init()
 	m.instructions = sessionInstructions(cfg.Instructions, o.Instructions)
 	m.voice = cfg.Voice
@@ -78,29 +87,26 @@ func Dial(ctx context.Context, opts Options, cfg model.Config, events model.Even
 	err = m.sendLocked(m.sessionUpdate(true))
 	m.mu.Unlock()
 	if err != nil {
+		m.cancel()
 		c.close()
 		return nil, err
 	}
-	go m.readLoop()
+	go m.run(c)
 	m.mu.Lock()
 	m.stopCtx = context.AfterFunc(ctx, func() { _ = m.Close() })
 	m.mu.Unlock()
 	return m, nil
 }
 
-// readLoop handles server events until the connection ends; a connection that ends while
-// the model is open is reported as an error.
-func (m *Model) readLoop() {
-	defer close(m.readDone)
+// readConn handles one connection's server events until it ends, and returns why it ended.
+func (m *Model) readConn(c *conn) error {
 	for {
-		b, err := m.c.read()
+		b, err := c.read()
 		if err != nil {
-			if cause := m.c.failure(); cause != nil {
-				err = cause // the writer failed first, or the queue stalled
+			if cause := c.failure(); cause != nil {
+				err = cause // the writer failed first, the queue stalled, or Close closed it
 			}
-			m.c.close()
-			m.lost(err)
-			return
+			return err
 		}
 		var ev serverEvent
 		if err := json.Unmarshal(b, &ev); err != nil {
@@ -109,19 +115,6 @@ func (m *Model) readLoop() {
 		}
 		m.handle(&ev)
 	}
-}
-
-// lost marks the connection gone: waiting requests fail, later commands do nothing, and an
-// Error event reports it unless the model was closed.
-func (m *Model) lost(err error) {
-	m.mu.Lock()
-	if m.broken == nil {
-		m.broken = fmt.Errorf("openai: the connection to the Realtime server was lost: %w", err)
-	}
-	broken := m.broken
-	m.resp.failAll(broken)
-	m.mu.Unlock()
-	m.emit(func(e model.Events) { e.Error(broken) })
 }
 
 // emit delivers one event unless the model is closed.
@@ -134,11 +127,15 @@ func (m *Model) emit(fn func(model.Events)) {
 	fn(m.events)
 }
 
-// sendLocked sends a client event; a failure marks the connection broken (the reader reports
-// it). m.mu is held.
+// sendLocked sends a client event on the connection. It fails while the model reconnects or
+// once it gave up; a failure of the connection marks it failed (its reader then reports the
+// drop). m.mu is held.
 func (m *Model) sendLocked(v any) error {
 	if m.broken != nil {
 		return m.broken
+	}
+	if m.c == nil {
+		return errReconnecting
 	}
 	if err := m.c.send(v); err != nil {
 		if !errors.Is(err, errClosed) {
@@ -149,17 +146,21 @@ func (m *Model) sendLocked(v any) error {
 	return nil
 }
 
-// nextID returns a fresh id with prefix, unique within the connection.
+// nextID returns a fresh id with prefix, unique within the model (across its connections).
 func (m *Model) nextID(prefix string) string {
 	m.seq++
 	return fmt.Sprintf("%s%d", prefix, m.seq)
 }
 
-// usable reports whether commands may still be sent. m.mu is held.
+// usable reports whether commands may still be given: the model is neither closed nor gave
+// up its connection (it may be reconnecting). m.mu is held.
 func (m *Model) usable() bool { return m.broken == nil && !m.closed.Load() }
 
-// Close implements model.Model: it closes the connection; no event follows. It must not be
-// called from inside an Events method.
+// connected reports whether client events can be sent now. m.mu is held.
+func (m *Model) connected() bool { return m.usable() && m.c != nil }
+
+// Close implements model.Model: it closes the connection (or stops reconnecting); no event
+// follows. It must not be called from inside an Events method.
 func (m *Model) Close() error {
 	// An event being delivered finishes first; none follows.
 	m.emitMu.Lock()
@@ -168,13 +169,18 @@ func (m *Model) Close() error {
 	if already {
 		return nil
 	}
+	m.cancel()
 	m.mu.Lock()
 	if m.stopCtx != nil {
 		m.stopCtx()
 	}
 	m.resp.failAll(errClosed)
+	m.deferred = nil
+	c := m.c
 	m.mu.Unlock()
-	m.c.close()
-	<-m.readDone
+	if c != nil {
+		c.close()
+	}
+	<-m.done
 	return nil
 }

@@ -23,6 +23,13 @@ const (
 	// DefaultSendQueueBytes is how many bytes of client events may wait for the connection
 	// before it is given up as stalled.
 	DefaultSendQueueBytes = 8 << 20
+	// DefaultReconnectTimeout bounds how long a dropped connection is redialled.
+	DefaultReconnectTimeout = 2 * time.Minute
+	// DefaultReconnectInterval is the first pause between redials of a dropped connection.
+	DefaultReconnectInterval = 250 * time.Millisecond
+	// MaxReconnectInterval is the longest pause between redials: the pause doubles from
+	// ReconnectInterval up to it, with ±50 % jitter.
+	MaxReconnectInterval = 10 * time.Second
 )
 
 // Options configure the adapter. The zero value of a field means its documented default.
@@ -57,6 +64,15 @@ type Options struct {
 	// SendQueueBytes bounds the client events waiting to be written; a connection that stalls
 	// beyond it is closed and reported (default DefaultSendQueueBytes).
 	SendQueueBytes int
+	// ReconnectTimeout bounds how long a dropped connection (a read error, the server closing
+	// it, a failed or stalled write) is redialled before the model gives up, reports Error and
+	// stays closed (default DefaultReconnectTimeout; negative: a dropped connection is not
+	// redialled). See the package documentation.
+	ReconnectTimeout time.Duration
+	// ReconnectInterval is the first pause between redials; it doubles, with jitter, up to
+	// MaxReconnectInterval (default DefaultReconnectInterval). The first redial after a drop
+	// is immediate.
+	ReconnectInterval time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -86,6 +102,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SendQueueBytes <= 0 {
 		o.SendQueueBytes = DefaultSendQueueBytes
+	}
+	if o.ReconnectTimeout == 0 {
+		o.ReconnectTimeout = DefaultReconnectTimeout
+	}
+	if o.ReconnectInterval <= 0 {
+		o.ReconnectInterval = DefaultReconnectInterval
 	}
 	return o
 }

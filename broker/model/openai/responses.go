@@ -112,7 +112,10 @@ func (r *responder) failAll(err error) {
 
 // Respond implements model.Model: one response that voices exactly the request, with
 // instructions saying what to voice and metadata naming it. It waits for response.created
-// (behind the active response, if any), bounded by Options.RespondTimeout.
+// (behind the active response, if any, or for the connection to be re-established), bounded
+// by Options.RespondTimeout. A request that a dropped connection cut off before its response
+// was created returns an id of the adapter's own (LostResponsePrefix), reported started and
+// failed at once.
 func (m *Model) Respond(req model.Request) (string, error) {
 	q := &request{params: responseParams{Instructions: requestInstructions(m.instructions, req), ToolChoice: toolChoiceNone},
 		ready: make(chan struct{})}
@@ -151,6 +154,9 @@ func (m *Model) Respond(req model.Request) (string, error) {
 		}
 	}
 	q.finish("", ErrRespondTimeout)
+	if m.c == nil {
+		return "", fmt.Errorf("%w (after %v, reconnecting to the Realtime server)", ErrRespondTimeout, m.opts.RespondTimeout)
+	}
 	return "", fmt.Errorf("%w (after %v)", ErrRespondTimeout, m.opts.RespondTimeout)
 }
 
@@ -198,7 +204,7 @@ func clip(s string, n int) string {
 // m.mu is held.
 func (m *Model) pumpLocked() {
 	r := &m.resp
-	if !m.usable() || r.creating != nil || len(r.active) > 0 || r.retry != nil {
+	if !m.connected() || r.creating != nil || len(r.active) > 0 || r.retry != nil {
 		return
 	}
 	for len(r.queue) > 0 {
@@ -282,13 +288,6 @@ func responseError(resp *serverResponse) error {
 	return errors.New(msg)
 }
 
-// isSilent reports whether a response's events are kept from the broker.
-func (m *Model) isSilent(responseID string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.resp.silent[responseID]
-}
-
 // createFailed handles an error event that answers the request being created: a clash is
 // sent again later; any other error fails the request — for its Respond, or, when nobody
 // waits for it, as the returned error to report. handled is false for errors about other
@@ -307,12 +306,16 @@ func (m *Model) createFailed(e *serverError) (handled bool, report error) {
 		r.queue = append([]*request{q}, r.queue...)
 		if len(r.active) == 0 && r.retry == nil {
 			// Its response.created has not arrived (or it already ended): pause briefly.
-			r.retry = time.AfterFunc(time.Duration(q.attempts)*retryPause, func() {
+			var t *time.Timer
+			t = time.AfterFunc(time.Duration(q.attempts)*retryPause, func() {
 				m.mu.Lock()
-				r.retry = nil
-				m.pumpLocked()
+				if r.retry == t {
+					r.retry = nil
+					m.pumpLocked()
+				}
 				m.mu.Unlock()
 			})
+			r.retry = t
 		}
 		m.log.Debug("openai: response.create clashed with an active response; retrying", "attempt", q.attempts)
 		return true, nil

@@ -7,9 +7,10 @@ import (
 )
 
 // sessionUpdate is the session.update that configures the session: G.711 µ-law both ways,
-// server VAD, input transcription, the instructions and the voice; later updates (initial
-// false) repeat only the audio input settings, since the voice cannot change once the model
-// has spoken. m.mu is held.
+// server VAD (with the current auto-respond), input transcription, the instructions, the
+// voice and the tools declared so far; later updates of a session (initial false) repeat only
+// the audio input settings, since the voice cannot change once the model has spoken. m.mu is
+// held.
 func (m *Model) sessionUpdate(initial bool) sessionUpdate {
 	cfg := sessionConfig{
 		Type: sessionTypeRealtime,
@@ -23,11 +24,15 @@ func (m *Model) sessionUpdate(initial bool) sessionUpdate {
 		cfg.OutputModalities = []string{outputModalityAudio}
 		cfg.Instructions = m.instructions
 		cfg.Audio.Output = &audioOutput{Format: &audioFormat{Type: formatPCMU}, Voice: m.voice}
+		if m.tools != nil {
+			cfg.Tools, cfg.ToolChoice = m.tools, toolChoiceAuto
+		}
 	}
 	return sessionUpdate{Type: evSessionUpdate, EventID: m.nextID("bc_evt_"), Session: cfg}
 }
 
-// SetTools implements model.Model: session.update with the tools as functions.
+// SetTools implements model.Model: session.update with the tools as functions. The adapter
+// keeps them for a new connection; while it reconnects they are only kept.
 func (m *Model) SetTools(tools []model.Tool) {
 	fns := make([]functionTool, 0, len(tools))
 	for _, t := range tools {
@@ -42,11 +47,16 @@ func (m *Model) SetTools(tools []model.Tool) {
 	if !m.usable() {
 		return
 	}
+	m.tools = &fns
+	if m.c == nil {
+		return
+	}
 	_ = m.sendLocked(sessionUpdate{Type: evSessionUpdate, EventID: m.nextID("bc_evt_"),
 		Session: sessionConfig{Type: sessionTypeRealtime, Tools: &fns, ToolChoice: toolChoiceAuto}})
 }
 
-// SetAutoRespond implements model.Model: session.update with turn_detection.create_response.
+// SetAutoRespond implements model.Model: session.update with turn_detection.create_response
+// (kept for a new connection, like the tools).
 func (m *Model) SetAutoRespond(on bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -54,5 +64,7 @@ func (m *Model) SetAutoRespond(on bool) {
 		return
 	}
 	m.autoRespond = on
-	_ = m.sendLocked(m.sessionUpdate(false))
+	if m.c != nil {
+		_ = m.sendLocked(m.sessionUpdate(false))
+	}
 }

@@ -76,13 +76,24 @@ func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // CallerTurn implements model.Model: a typed turn becomes a user message and a response; a
 // spoken turn the model heard gets a response only if the server did not answer it already.
-// With clarify, the response asks the caller to choose one of those options.
+// With clarify, the response asks the caller to choose one of those options. A turn given
+// while the adapter reconnects waits for the new connection, and is then a typed turn (the
+// new session never heard the caller's audio).
 func (m *Model) CallerTurn(text string, clarify []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.usable() {
 		return
 	}
+	if m.c == nil {
+		m.deferLocked("caller turn", func() { m.callerTurnLocked(text, clarify) })
+		return
+	}
+	m.callerTurnLocked(text, clarify)
+}
+
+// callerTurnLocked passes a caller turn on the current connection. m.mu is held.
+func (m *Model) callerTurnLocked(text string, clarify []string) {
 	heard, ok := m.turns.take(text, time.Now())
 	if ok && heard.answered {
 		// The model answers the audio it heard on its own (and sees the open question).

@@ -45,6 +45,7 @@ const (
 	toolChoiceAuto            = "auto"
 	toolChoiceNone            = "none"
 	itemTypeMessage           = "message"
+	itemTypeFunctionCall      = "function_call"
 	itemTypeFunctionCallOut   = "function_call_output"
 	contentTypeInputText      = "input_text"
 	roleUser                  = "user"
@@ -140,6 +141,15 @@ type functionCallOutputItem struct {
 	Type   string `json:"type"`
 	CallID string `json:"call_id"`
 	Output string `json:"output"`
+}
+
+// functionCallItem is a function_call item (a call of the model, re-created on a new
+// connection).
+type functionCallItem struct {
+	Type      string `json:"type"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // itemDelete is conversation.item.delete.

@@ -120,6 +120,10 @@ func (s *Session) itemCreateLocked(eventID string, b []byte) {
 			return
 		}
 	}
+	if s.srv.rejects(in.Type) {
+		s.errorLocked(eventID, "invalid_request_error", "invalid_value", fmt.Sprintf("Items of type '%s' cannot be created by the client.", in.Type), "item.type")
+		return
+	}
 	it := &Item{ID: in.ID, Type: in.Type, Role: in.Role, Status: "completed"}
 	if it.ID == "" {
 		it.ID = "item_" + randomID()

@@ -177,6 +177,13 @@ func (s *Session) SendError(code, message string) {
 // Drop closes the connection abruptly, as a network failure would.
 func (s *Session) Drop() { _ = s.ws.CloseNow() }
 
+// Disconnect closes the connection the orderly way, with a WebSocket close frame of status
+// code (1011 internal error, 1001 going away…) and reason, as a server that ends a session
+// does. It returns when the client answered the close (at most 5 seconds).
+func (s *Session) Disconnect(code int, reason string) {
+	_ = s.ws.Close(websocket.StatusCode(code), reason)
+}
+
 // ClashNextResponse makes the next response.create clash: the server starts a response of
 // its own (as server VAD would) just before the request arrives, and answers the request with
 // conversation_already_has_active_response.

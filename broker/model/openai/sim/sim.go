@@ -24,6 +24,11 @@
 // stays active for a while and can be cancelled (response.cancel) or truncated. A function
 // call comes at once, in one burst of events.
 //
+// Faults for tests: Session.Drop (a network failure) and Session.Disconnect (a close frame)
+// end a connection, Server.Refuse answers new connections with an HTTP error, and
+// Server.RejectItems refuses client items of a type; Session.ClashNextResponse, Stall /
+// Resume and FailNextResponse disturb responses.
+//
 // Every event in both directions is recorded (Server.Events) so that tests can check them
 // against the published event schemas.
 package sim
@@ -92,6 +97,9 @@ type Server struct {
 	events      []Event
 	transcripts []string
 	changed     chan struct{} // closed and replaced when a session connects
+	refuse      int           // the HTTP status new connections get (0: accepted)
+	closing     bool          // Close began: no new session is admitted
+	rejected    map[string]bool
 }
 
 // New starts a simulator on a loopback port; Close stops it.
@@ -131,9 +139,11 @@ func (s *Server) URL() string {
 	return "ws" + strings.TrimPrefix(s.hs.URL, "http") + "/v1/realtime"
 }
 
-// Close drops every connection and stops the server.
+// Close drops every connection and stops the server; clients that dial again are refused.
+// It may be called more than once.
 func (s *Server) Close() {
 	s.mu.Lock()
+	s.closing = true
 	sessions := append([]*Session(nil), s.sessions...)
 	s.mu.Unlock()
 	for _, ss := range sessions {
@@ -160,6 +170,41 @@ func (s *Server) nextTranscript() string {
 	t := s.transcripts[0]
 	s.transcripts = s.transcripts[1:]
 	return t
+}
+
+// Refuse makes the server answer new connections with the HTTP status (a 503 while it is
+// overloaded, say), until Refuse(0). Connected sessions go on.
+func (s *Server) Refuse(status int) {
+	s.mu.Lock()
+	s.refuse = status
+	s.mu.Unlock()
+}
+
+func (s *Server) refusing() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return http.StatusServiceUnavailable
+	}
+	return s.refuse
+}
+
+// RejectItems makes conversation.item.create of items of type typ (function_call, say) fail
+// with invalid_value in every session, as a server that does not accept them from clients
+// would.
+func (s *Server) RejectItems(typ string) {
+	s.mu.Lock()
+	if s.rejected == nil {
+		s.rejected = make(map[string]bool)
+	}
+	s.rejected[typ] = true
+	s.mu.Unlock()
+}
+
+func (s *Server) rejects(typ string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rejected[typ]
 }
 
 // Sessions are the sessions so far, in the order they connected.
@@ -225,6 +270,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUnauthorized, "invalid_api_key", "Incorrect API key provided.")
 		return
 	}
+	if status := s.refusing(); status != 0 {
+		httpError(w, status, "refused", "The server refuses new connections for now.")
+		return
+	}
 	modelName := r.URL.Query().Get("model")
 	if modelName == "" {
 		httpError(w, http.StatusBadRequest, "missing_model", "The model query parameter is required.")
@@ -236,6 +285,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(16 << 20)
 	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = ws.CloseNow()
+		return
+	}
 	ss := newSession(s, len(s.sessions), ws, r.Header.Clone(), modelName)
 	s.sessions = append(s.sessions, ss)
 	close(s.changed)

@@ -280,3 +280,39 @@ func TestFunctionCallsAndOutputs(t *testing.T) {
 		t.Errorf("said %v", done["transcript"])
 	}
 }
+
+func TestFaults(t *testing.T) {
+	srv := New(Options{APIKey: key})
+	defer srv.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	opts := &websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}, HTTPHeader: http.Header{"Authorization": {"Bearer " + key}}}
+	srv.Refuse(http.StatusServiceUnavailable)
+	_, resp, err := websocket.Dial(context.Background(), srv.URL()+"?model=m", opts)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("refused: %v", err)
+	}
+	srv.Refuse(0)
+	c := connect(t, srv)
+	srv.RejectItems("function_call")
+	id := c.send(map[string]any{"type": "conversation.item.create", "item": map[string]any{"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}})
+	if code, eventID := errorCode(first(c.next("error"))); code != "invalid_value" || eventID != id {
+		t.Errorf("a rejected item: %s for %s", code, eventID)
+	}
+	ss := srv.Sessions()[0]
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ss.Disconnect(int(websocket.StatusGoingAway), "bye")
+	}()
+	_, _, err = c.ws.Read(context.Background())
+	if websocket.CloseStatus(err) != websocket.StatusGoingAway {
+		t.Errorf("after Disconnect: %v", err)
+	}
+	<-done
+	srv.Close()
+	_, resp, err = websocket.Dial(context.Background(), srv.URL()+"?model=m", opts)
+	if err == nil {
+		t.Errorf("a dial after Close was accepted (%v)", resp)
+	}
+}
