@@ -22,10 +22,13 @@ type voice struct {
 	vad   vad
 
 	playing []*response // responses in flight, the first one playing
-	ticker  *time.Ticker
-	tickEnd chan struct{}
-	wake    *time.Timer // the next time the floor may become free, or an item may expire
-	soon    *time.Timer // the coalescing wait after an item was queued
+	// finished remembers the ids of the latest responses that ended, so a late event of one
+	// (audio or a done after a barge-in ended it for the floor) does not start it again.
+	finished recentIDs
+	ticker   *time.Ticker
+	tickEnd  chan struct{}
+	wake     *time.Timer // the next time the floor may become free, or an item may expire
+	soon     *time.Timer // the coalescing wait after an item was queued
 
 	calls       map[string]*voiceCall // by broker call id
 	byModel     map[string]*voiceCall // by the model's call id
@@ -275,6 +278,10 @@ func (v *voice) pump() {
 		}
 		it.Spoken++
 		r := v.responseFor(id)
+		if r == nil { // the model named a response that already ended
+			v.attemptEnded(it, narration.ModelFailed, false, "")
+			continue
+		}
 		r.item = it
 		v.floor.InFlight = true
 		if a := v.askOf(it); a != nil {
@@ -317,12 +324,16 @@ func (v *voice) expire() {
 	}
 }
 
-// responseFor returns the response with id, starting to track it if it is new.
+// responseFor returns the response with id, starting to track it if it is new; nil when it
+// already ended.
 func (v *voice) responseFor(id string) *response {
 	for _, r := range v.playing {
 		if r.id == id {
 			return r
 		}
+	}
+	if v.finished.has(id) {
+		return nil
 	}
 	r := &response{id: id}
 	v.playing = append(v.playing, r)
@@ -396,11 +407,37 @@ func (e *modelEvents) CallerTranscript(text string, final bool) {
 // ResponseStarted implements model.Events.
 func (e *modelEvents) ResponseStarted(id string) { e.on(func(v *voice) { v.responseFor(id) }) }
 
+// recentIDs is a bounded set of the latest ids added to it.
+type recentIDs struct {
+	order []string
+	set   map[string]struct{}
+}
+
+// recentIDsKept is how many ended response ids a voice session remembers.
+const recentIDsKept = 64
+
+func (r *recentIDs) has(id string) bool { _, ok := r.set[id]; return ok }
+
+func (r *recentIDs) add(id string) {
+	if r.set == nil {
+		r.set = make(map[string]struct{}, recentIDsKept)
+	}
+	if r.has(id) {
+		return
+	}
+	if len(r.order) == recentIDsKept {
+		delete(r.set, r.order[0])
+		r.order = r.order[1:]
+	}
+	r.order = append(r.order, id)
+	r.set[id] = struct{}{}
+}
+
 // Audio implements model.Events: the audio is cut into 20 ms frames and played in real time.
 func (e *modelEvents) Audio(id string, chunk []byte) {
 	e.on(func(v *voice) {
 		r := v.responseFor(id)
-		if r.interrupted || !v.floor.CallerAttached {
+		if r == nil || r.interrupted || !v.floor.CallerAttached {
 			return
 		}
 		for len(chunk) > 0 {
@@ -416,7 +453,7 @@ func (e *modelEvents) Audio(id string, chunk []byte) {
 func (e *modelEvents) Transcript(id, text string, final bool) {
 	e.on(func(v *voice) {
 		r := v.responseFor(id)
-		if final {
+		if final && r != nil {
 			r.text = text
 			r.playout.Text = text != ""
 		}
@@ -428,6 +465,9 @@ func (e *modelEvents) Transcript(id, text string, final bool) {
 func (e *modelEvents) ResponseDone(id string, cancelled bool, err error) {
 	e.on(func(v *voice) {
 		r := v.responseFor(id)
+		if r == nil {
+			return
+		}
 		r.modelDone = true
 		r.failed = err
 		if cancelled {
@@ -472,6 +512,7 @@ func (v *voice) play() {
 			r.modelDone = true
 		}
 		v.playing = v.playing[1:]
+		v.finished.add(r.id)
 		v.finish(r)
 	}
 	v.stopTicker()
