@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"runtime/pprof"
 )
 
 // bench runs `backchannel bench`. With --peer-json it runs the job lifecycle benchmark against
@@ -18,12 +19,24 @@ func bench(args []string) error {
 	sessions := fs.Int("sessions", 256, "concurrent sessions")
 	pipelines := fs.Int("pipelines", 0, "Redis store pipelines for -peer-json (0: the store's default)")
 	maxBatch := fs.Int("max-batch", 0, "Redis store largest pipeline batch for -peer-json (0: the store's default)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark to this file")
 	ws := wsBenchFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *peer {
 		if *addr == "" {
