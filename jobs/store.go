@@ -74,6 +74,11 @@ type Transition struct {
 	// children, ClaimDue hands the marker to another engine.
 	Cascade bool
 	LeaseMS int64
+	// Marked is set by Apply when Cascade was asked and the ending job has children: the store
+	// recorded the marker, and the engine goes on to close them. A store that cannot tell (the
+	// transition was applied before) sets it too. Without it the cascade is skipped: a job
+	// without children costs no further request.
+	Marked bool
 }
 
 // Created reports whether the transition creates its job.

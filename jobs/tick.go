@@ -3,8 +3,10 @@ package jobs
 import (
 	"context"
 	"errors"
-	"github.com/backchannel-io/backchannel/frames"
+	"sync"
 	"time"
+
+	"github.com/backchannel-io/backchannel/frames"
 )
 
 // claimBatch is how many due deadlines one ClaimDue takes.
@@ -38,23 +40,52 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (int, error) {
 				firstErr = cmpErr(firstErr, err)
 				break
 			}
-			for _, d := range due {
-				if d.Cascade != "" {
-					err = e.cascade(ctx, tenant, d.Cascade, true)
-				} else {
-					var ok bool
-					ok, err = e.expire(ctx, d.Job, ms(now))
-					if ok {
-						fired++
-					}
-				}
-				firstErr = cmpErr(firstErr, err)
-			}
+			n, err := e.fire(ctx, tenant, due, ms(now))
+			fired += n
+			firstErr = cmpErr(firstErr, err)
 			if len(due) < claimBatch {
 				break
 			}
 		}
 	}
+	return fired, firstErr
+}
+
+// fireParallelism is how many due deadlines of one claimed batch are fired at once: their
+// transitions are independent jobs, and a store that pipelines (Redis) sends them together.
+const fireParallelism = 64
+
+// fire closes the due jobs and finishes the due cascades of one claimed batch, concurrently.
+// It returns how many jobs it closed and the first error.
+func (e *Engine) fire(ctx context.Context, tenant string, due []Due, now int64) (int, error) {
+	var (
+		mu       sync.Mutex
+		fired    int
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, fireParallelism)
+	for _, d := range due {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var ok bool
+			var err error
+			if d.Cascade != "" {
+				err = e.cascade(ctx, tenant, d.Cascade, true)
+			} else {
+				ok, err = e.expire(ctx, d.Job, now)
+			}
+			mu.Lock()
+			if ok {
+				fired++
+			}
+			firstErr = cmpErr(firstErr, err)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
 	return fired, firstErr
 }
 

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -29,6 +30,8 @@ type wsBenchOptions struct {
 	sessions     *int
 	idleSessions *int
 	rounds       *int
+	rate         *float64
+	paced        *time.Duration
 	stores       *string
 }
 
@@ -36,7 +39,9 @@ func wsBenchFlags(fs *flag.FlagSet) *wsBenchOptions {
 	return &wsBenchOptions{
 		sessions:     fs.Int("ws-sessions", 1000, "concurrent sessions (a host and a text agent each) for latency and throughput"),
 		idleSessions: fs.Int("idle-sessions", 10000, "idle sessions (one host connection each) for the memory figure"),
-		rounds:       fs.Int("rounds", 5, "lifecycles per session in the latency run"),
+		rounds:       fs.Int("rounds", 20, "lifecycles per session in the throughput run (all sessions at once, back to back)"),
+		rate:         fs.Float64("rate", 1000, "lifecycles/s offered by all sessions together in the latency run"),
+		paced:        fs.Duration("latency-duration", 10*time.Second, "how long the latency run lasts"),
 		stores:       fs.String("stores", "memory,redis", "stores to measure"),
 	}
 }
@@ -326,7 +331,8 @@ func runWSBenches(srv *served, n int, o *wsBenchOptions) error {
 			s.agent.close()
 		}
 	}()
-	// Latency: every session runs its lifecycles at once; all of them are active together.
+	// Throughput: every session runs its lifecycles back to back, all at once (the broker is
+	// saturated; the latency of this run is queueing).
 	lat := make([][]time.Duration, len(sessions))
 	cpu0, t0 := srv.cpuSeconds(), time.Now()
 	var done atomic.Int64
@@ -351,20 +357,62 @@ func runWSBenches(srv *served, n int, o *wsBenchOptions) error {
 	if err, ok := firstErr.Load().(error); ok {
 		return fmt.Errorf("lifecycles: %w", err)
 	}
+	lifecycles := done.Load()
+	fmt.Printf("job lifecycles over WebSocket (call → defer → result → consumed), %d sessions back to back: %.0f/s  (%d in %.2fs)\n",
+		len(sessions), float64(lifecycles)/elapsed.Seconds(), lifecycles, elapsed.Seconds())
+	fmt.Printf("broker CPU: %.2f s for %d frames = %.0f frames/s per core\n", cpu, lifecycles*framesPerLifecycle,
+		float64(lifecycles*framesPerLifecycle)/cpu)
+	fmt.Printf("defer-ack latency while saturated: %s\n", percentiles(lat))
+
+	// Latency: every session is active, starting a lifecycle every period (sessions / rate),
+	// at a random phase, for the run's duration.
+	period := time.Duration(float64(len(sessions)) / *o.rate * float64(time.Second))
+	lat = make([][]time.Duration, len(sessions))
+	done.Store(0)
+	cpu0, t0 = srv.cpuSeconds(), time.Now()
+	end := t0.Add(*o.paced)
+	for i, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := t0.Add(time.Duration(rand.Int64N(int64(period))))
+			for next.Before(end) {
+				time.Sleep(time.Until(next))
+				d, err := s.lifecycle(ctx)
+				if err != nil {
+					firstErr.Store(err)
+					return
+				}
+				lat[i] = append(lat[i], d)
+				done.Add(1)
+				for next = next.Add(period); next.Before(time.Now()); next = next.Add(period) {
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed = time.Since(t0)
+	cpu = srv.cpuSeconds() - cpu0
+	if err, ok := firstErr.Load().(error); ok {
+		return fmt.Errorf("paced lifecycles: %w", err)
+	}
+	fmt.Printf("defer-ack latency, %d sessions active at %.0f lifecycles/s (%.0f done/s, broker CPU %.0f%%): %s\n",
+		len(sessions), *o.rate, float64(done.Load())/elapsed.Seconds(), 100*cpu/elapsed.Seconds(), percentiles(lat))
+	return nil
+}
+
+// percentiles formats p50, p99 and the maximum of the latencies.
+func percentiles(lat [][]time.Duration) string {
 	var all []time.Duration
 	for _, l := range lat {
 		all = append(all, l...)
 	}
+	if len(all) == 0 {
+		return "no samples"
+	}
 	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	pct := func(p float64) time.Duration { return all[int(p*float64(len(all)-1))] }
-	lifecycles := done.Load()
-	fmt.Printf("defer-ack latency, %d sessions active: p50 %v  p99 %v  (%d defers)\n", len(sessions),
-		pct(0.50).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), len(all))
-	fmt.Printf("job lifecycles over WebSocket (call → defer → result → consumed): %.0f/s  (%d in %.2fs)\n",
-		float64(lifecycles)/elapsed.Seconds(), lifecycles, elapsed.Seconds())
-	fmt.Printf("broker CPU: %.2f s for %d frames = %.0f frames/s per core\n", cpu, lifecycles*framesPerLifecycle,
-		float64(lifecycles*framesPerLifecycle)/cpu)
-	return nil
+	pct := func(p float64) time.Duration { return all[int(p*float64(len(all)-1))].Round(10 * time.Microsecond) }
+	return fmt.Sprintf("p50 %v  p99 %v  max %v  (%d defers)", pct(0.50), pct(0.99), pct(1), len(all))
 }
 
 // idleMemory attaches idle sessions (one host connection each, one tool declared) and reports

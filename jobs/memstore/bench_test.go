@@ -11,3 +11,6 @@ func BenchmarkTransitions(b *testing.B) { storetest.BenchmarkTransitions(b, newS
 
 // BenchmarkLifecycle measures lifecycles/s (call → defer → 3 progress → result) on the memory store.
 func BenchmarkLifecycle(b *testing.B) { storetest.BenchmarkLifecycle(b, newStore) }
+
+// BenchmarkDeadlines measures how late deadlines fire with 100,000 open deferred jobs in memory.
+func BenchmarkDeadlines(b *testing.B) { storetest.BenchmarkDeadlines(b, newStore) }

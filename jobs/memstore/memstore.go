@@ -118,6 +118,7 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		}
 		if v != tr.Expect {
 			if rec != nil && rec.txn == tr.ID {
+				tr.Marked = tr.Cascade
 				return nil // a retry of a transition that was applied
 			}
 			return &jobs.ConflictError{CallID: tr.CallID, Version: v}
@@ -158,6 +159,7 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		if tr.Terminated() {
 			remove(t.open, j.SessionID, tr.CallID)
 			if tr.Cascade && len(t.children[tr.CallID]) > 0 {
+				tr.Marked = true
 				t.setDeadline(cascadePrefix+tr.CallID, tr.NowMS+tr.LeaseMS)
 			}
 			rec.expires = now + retention

@@ -93,3 +93,9 @@ func reportRequests(b *testing.B, rc *requestCounter, perOp int) {
 	b.ReportMetric(float64(rc.commands.Load())/transitions, "cmds/transition")
 	b.ReportMetric(float64(rc.roundTrips.Load())/transitions, "roundtrips/transition")
 }
+
+// BenchmarkDeadlines measures how late deadlines fire with 100,000 open deferred jobs on Redis.
+func BenchmarkDeadlines(b *testing.B) {
+	client, _ := countedClient(b)
+	storetest.BenchmarkDeadlines(b, func(tb testing.TB, _ jobs.Clock) jobs.Store { return newStore(tb, client) })
+}

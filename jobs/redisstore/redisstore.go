@@ -155,7 +155,11 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		return fmt.Errorf("redisstore: apply: unexpected reply %v", val)
 	}
 	switch reply[0] {
-	case "ok", "dup":
+	case "ok":
+		tr.Marked = len(reply) > 1 && reply[1] == "marked"
+		return nil
+	case "dup":
+		tr.Marked = tr.Cascade
 		return nil
 	case "conflict":
 		v, _ := strconv.ParseInt(fmt.Sprint(reply[1]), 10, 64)

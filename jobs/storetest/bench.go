@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,4 +99,83 @@ func Lifecycle(ctx context.Context, engine *jobs.Engine, tenant, sess string, to
 	}
 	_, err = engine.Result(ctx, a, out, "", false)
 	return err
+}
+
+// DeadlineJobs is how many open deferred jobs BenchmarkDeadlines keeps pending at once.
+const DeadlineJobs = 100_000
+
+// BenchmarkDeadlines measures how late deadlines fire with DeadlineJobs open deferred jobs
+// pending: it defers them all with deferred clocks that run out 12–22 s after their defer
+// (spread over ten seconds: 10,000 deadlines/s), lets Engine.Run fire them on the real clock,
+// and reports how long
+// after its deadline each timeout was applied (late-p50-ms, late-p99-ms, late-max-ms).
+func BenchmarkDeadlines(b *testing.B, newStore Factory) {
+	for range b.N {
+		store := newStore(b, jobs.SystemClock{})
+		late := make([]int64, 0, DeadlineJobs)
+		var mu sync.Mutex
+		all := make(chan struct{})
+		engine := jobs.NewEngine(store, jobs.Options{OnChange: func(c jobs.Change) {
+			if c.Event != jobs.EventTimedOut {
+				return
+			}
+			d := time.Now().UnixMilli() - c.Job.DeferredDLMS
+			mu.Lock()
+			late = append(late, d)
+			if len(late) == DeadlineJobs {
+				close(all)
+			}
+			mu.Unlock()
+		}})
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { _ = engine.Run(ctx) }()
+		sess := fmt.Sprintf("deadlines-%d", time.Now().UnixNano())
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, 1)
+		for range 256 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := next.Add(1); i <= DeadlineJobs; i = next.Add(1) {
+					tool := jobs.Tool{Name: "t", Deferred: true,
+						DeferredTimeout: 12*time.Second + time.Duration(i%10000)*time.Millisecond}
+					j, err := engine.Call(ctx, jobs.NewCall{Tenant: tenantA, SessionID: sess, Tool: tool})
+					if err == nil {
+						a := jobs.Addr{Tenant: tenantA, SessionID: sess, CallID: j.CallID}
+						_, err = engine.Defer(ctx, a, fmt.Sprintf("%s-%d", sess, i), "Working")
+					}
+					if err != nil {
+						select {
+						case errs <- err:
+						default:
+						}
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		select {
+		case err := <-errs:
+			cancel()
+			b.Fatal(err)
+		default:
+		}
+		select {
+		case <-all:
+		case <-time.After(2 * time.Minute):
+			cancel()
+			mu.Lock()
+			n := len(late)
+			mu.Unlock()
+			b.Fatalf("%d of %d deadlines fired", n, DeadlineJobs)
+		}
+		cancel()
+		slices.Sort(late)
+		pct := func(p float64) float64 { return float64(late[int(p*float64(len(late)-1))]) }
+		b.ReportMetric(pct(0.50), "late-p50-ms")
+		b.ReportMetric(pct(0.99), "late-p99-ms")
+		b.ReportMetric(pct(1), "late-max-ms")
+	}
 }

@@ -24,7 +24,8 @@
 -- ARGV[14] cascade marker due ms ("0": none)
 -- ARGV[15…] timeline entries
 --
--- Returns {"ok"}, {"dup"} (this transition was applied before), {"conflict", version} or
+-- Returns {"ok", "marked" or ""} ("marked": the ending job has children, a cascade marker was
+-- recorded), {"dup"} (this transition was applied before), {"conflict", version} or
 -- {"handle", value}.
 local expect = tonumber(ARGV[2])
 if expect >= 0 then
@@ -48,6 +49,8 @@ elseif mode == 'burn' then
 end
 
 local idx = ARGV[8]
+local marked = ''
+
 if ARGV[3] == '1' then
   local keep = ARGV[1]
   local id = ARGV[9]
@@ -70,6 +73,7 @@ if ARGV[3] == '1' then
     redis.call('PEXPIRE', KEYS[1], ARGV[13])
     if redis.call('PEXPIRE', KEYS[6], ARGV[13]) == 1 and ARGV[14] ~= '0' then
       redis.call('ZADD', KEYS[2], ARGV[14], '^' .. id)
+      marked = 'marked'
     end
   end
 end
@@ -81,4 +85,4 @@ if #ARGV >= 15 then
     redis.call('PEXPIRE', KEYS[7], ARGV[13])
   end
 end
-return {'ok'}
+return {'ok', marked}
