@@ -17,6 +17,9 @@ type metrics struct {
 	framesOut   prometheus.Counter
 	errors      *prometheus.CounterVec
 	changes     *prometheus.CounterVec
+	// narrationDelay is the time from the floor becoming free with an item queued (or the
+	// item being queued on a free floor) to the broker's request of its response (SPEC 8).
+	narrationDelay prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -34,8 +37,11 @@ func newMetrics() *metrics {
 			Help: "error frames sent, by code."}, []string{"code"}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "backchannel_job_transitions_total",
 			Help: "Job transitions applied on this node, by event."}, []string{"event"}),
+		narrationDelay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "backchannel_narration_start_delay_seconds",
+			Help:    "From the floor becoming free with something queued to the request of its narration.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1}}),
 	}
-	m.registry.MustRegister(m.sessions, m.connections, m.framesIn, m.framesOut, m.errors, m.changes,
+	m.registry.MustRegister(m.sessions, m.connections, m.framesIn, m.framesOut, m.errors, m.changes, m.narrationDelay,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -25,10 +25,13 @@ type voice struct {
 	// finished remembers the ids of the latest responses that ended, so a late event of one
 	// (audio or a done after a barge-in ended it for the floor) does not start it again.
 	finished recentIDs
-	ticker   *time.Ticker
-	tickEnd  chan struct{}
-	wake     *time.Timer // the next time the floor may become free, or an item may expire
-	soon     *time.Timer // the coalescing wait after an item was queued
+	// freedAt is when the floor last freed by a response ending or the caller attaching (the
+	// grace after the caller's speech is floor.FreeAt): for the narration start delay metric.
+	freedAt time.Time
+	ticker  *time.Ticker
+	tickEnd chan struct{}
+	wake    *time.Timer // the next time the floor may become free, or an item may expire
+	soon    *time.Timer // the coalescing wait after an item was queued
 
 	calls       map[string]*voiceCall // by broker call id
 	byModel     map[string]*voiceCall // by the model's call id
@@ -134,6 +137,7 @@ func (v *voice) declareTools() {
 // callerAttached / callerDetached move the floor (SPEC 8: free only with a caller attached).
 func (v *voice) callerAttached() {
 	v.floor.CallerAttached = true
+	v.freedAt = time.Now()
 	v.pump()
 }
 
@@ -277,6 +281,7 @@ func (v *voice) pump() {
 			continue
 		}
 		it.Spoken++
+		v.observeStart(it, now)
 		r := v.responseFor(id)
 		if r == nil { // the model named a response that already ended
 			v.attemptEnded(it, narration.ModelFailed, false, "")
@@ -297,6 +302,20 @@ func (v *voice) pump() {
 		return
 	}
 	v.settle()
+}
+
+// observeStart records how long after the floor was free (with it queued) its response was
+// requested.
+func (v *voice) observeStart(it *narration.Item, now time.Time) {
+	ready := it.Queued
+	for _, t := range []time.Time{v.floor.FreeAt(), v.freedAt} {
+		if t.After(ready) {
+			ready = t
+		}
+	}
+	if d := time.Since(ready); d >= 0 && !ready.After(now) {
+		v.s.node.metrics.narrationDelay.Observe(d.Seconds())
+	}
 }
 
 // settle arms the wake-up for the next moment the floor may free or an item may expire.
@@ -516,6 +535,9 @@ func (v *voice) play() {
 		v.finish(r)
 	}
 	v.stopTicker()
+	if v.floor.InFlight {
+		v.freedAt = time.Now()
+	}
 	v.floor.InFlight = false
 	v.pump()
 }

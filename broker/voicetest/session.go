@@ -40,7 +40,7 @@ func unique(prefix string) string {
 // voiceSession is one voice session of a scenario: a host connection that declares hostTools
 // and a caller connection, on the suite's broker.
 type voiceSession struct {
-	t        *testing.T
+	t        testing.TB
 	b        *brokertest.Broker
 	scripted bool
 	sid      string
@@ -59,7 +59,7 @@ type job struct {
 }
 
 // newVoiceSession creates a session with its host (which creates it) and its caller.
-func newVoiceSession(t *testing.T, b *brokertest.Broker, scripted bool) *voiceSession {
+func newVoiceSession(t testing.TB, b *brokertest.Broker, scripted bool) *voiceSession {
 	vs := &voiceSession{t: t, b: b, scripted: scripted}
 	vs.host = dial(t, b.WSURL, "host")
 	w := vs.host.hello(map[string]any{"role": "host", "api_key": brokertest.KeyA, "tools": hostTools, "id": "h1"})
@@ -437,7 +437,7 @@ func (vs *voiceSession) expectEntry(what, kind string, ok func(entry) bool) entr
 // stopped` or `speaking → stopped`, a retry only as a new `queued` with the next attempt,
 // response_id from speaking on (the same one to the end of the attempt) and never before, and
 // handle on every job frame once the job is deferred.
-func checkLifecycles(t *testing.T, host *conn) {
+func checkLifecycles(t testing.TB, host *conn) {
 	type item struct {
 		state    string
 		attempt  int64
