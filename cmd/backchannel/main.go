@@ -1,5 +1,7 @@
-// Command backchannel is the one binary of Backchannel: `serve` runs the broker, `bench`
-// measures it, and `verify-permission` judges permission replies with the default verifier.
+// Command backchannel is the one binary of Backchannel: `serve` runs the broker, `demo` shows a
+// whole voice story, `call` is a one-shot text agent, `bench` measures the broker,
+// `verify-permission` judges permission replies with the default verifier and
+// `simulate-realtime` stands in for the OpenAI Realtime API.
 package main
 
 import (
@@ -16,6 +18,8 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "demo":
+		err = demo(os.Args[2:])
 	case "verify-permission":
 		err = verifyPermission(os.Args[2:])
 	case "bench":
@@ -43,6 +47,7 @@ func usage() {
 
 commands:
   serve               run the broker (backchannel serve -h for its flags)
+  demo                watch a whole voice story: a scripted caller, a built-in host, the timeline
   verify-permission   read {"action","arguments","ask","reply"} JSON lines on stdin, write verdicts
   call                call a tool of a session as a text agent, and wait for its result
   simulate-realtime   run the OpenAI Realtime simulator standalone (for serve --model openai)
