@@ -100,6 +100,19 @@ func TestCorpus(t *testing.T) {
 	t.Log("\n" + m.String())
 	t.Logf("misses (category, expected → got, reason, reply):\n%s", strings.Join(misses, "\n"))
 
+	// The targets of the issue, on their own categories: clear approvals approved, clear
+	// refusals declined.
+	if c := m.cells["clear_approval"]; c == nil {
+		t.Error("no clear_approval cases")
+	} else if got, want := c.rate(jobs.Approve), 0.95; got < want {
+		t.Errorf("approved %.1f%% of the clear approvals, want at least %.0f%%", 100*got, 100*want)
+	}
+	if c := m.cells["clear_refusal"]; c == nil {
+		t.Error("no clear_refusal cases")
+	} else if got, want := c.rate(jobs.Decline), 0.95; got < want {
+		t.Errorf("declined %.1f%% of the clear refusals, want at least %.0f%%", 100*got, 100*want)
+	}
+	// And on every case expected to be approved or declined, whatever its category.
 	total := m.total()
 	if got, want := total.rate(jobs.Approve), 0.95; got < want {
 		t.Errorf("approved %.1f%% of the approvals, want at least %.0f%%", 100*got, 100*want)
