@@ -43,6 +43,9 @@ func info() spec.Info {
 		Version:     frames.Protocol,
 		Description: infoDescription,
 		Contact:     &spec.Contact{Name: "Backchannel", URL: repositoryURL},
+		// The project has chosen no license: its code is not licensed for use by others (npm's
+		// "UNLICENSED", as in sdk/js/package.json). Change it here when a license is chosen.
+		License: &spec.License{Name: "UNLICENSED", URL: repositoryURL},
 	}
 }
 
