@@ -19,12 +19,14 @@ import (
 // milestone is spoken once the floor is free. The broker's histogram
 // backchannel_narration_start_delay_seconds (every narration of the run, hand-off included) gives
 // the share of requests sent within 10 ms, the mean, and the upper bound of the bucket that holds
-// the 99th percentile.
+// the 99th percentile. It also counts the frames one milestone narration moves: text frames to
+// the host (lifecycle) and to the caller (transcripts), and 20 ms audio frames to the caller.
 func BenchmarkNarrationStart(b *testing.B) {
 	br := brokertest.Start(b, brokertest.Options{Store: "memory", Config: broker.Config{
 		Models: map[string]model.Factory{"scripted": scriptedModel}, DefaultModel: "scripted"}})
 	vs := newVoiceSession(b, br, true)
 	j := vs.startJob("report")
+	hostFrom, callerFrom := vs.host.mark(), vs.caller.mark()
 	b.ResetTimer()
 	for i := range b.N {
 		vs.talk()
@@ -34,6 +36,11 @@ func BenchmarkNarrationStart(b *testing.B) {
 		vs.host.expect(narr(j.callID, "milestone", "delivered"))
 	}
 	b.StopTimer()
+	hostText, _ := countFrames(vs.host.events()[hostFrom:])
+	callerText, callerAudio := countFrames(vs.caller.events()[callerFrom:])
+	b.ReportMetric(float64(hostText)/float64(b.N), "host-frames/narration")
+	b.ReportMetric(float64(callerText)/float64(b.N), "caller-frames/narration")
+	b.ReportMetric(float64(callerAudio)/float64(b.N), "audio-frames/narration")
 	buckets, sum, count := narrationDelays(b, br.URL)
 	if count == 0 {
 		b.Fatal("no narration start was observed")
@@ -90,4 +97,16 @@ func narrationDelays(tb testing.TB, url string) (buckets []bucket, sum, count fl
 		}
 	}
 	return buckets, sum, count
+}
+
+// countFrames counts the text frames and the audio messages among events.
+func countFrames(events []event) (text, audio int) {
+	for _, e := range events {
+		if e.isAudio() {
+			audio++
+		} else {
+			text++
+		}
+	}
+	return text, audio
 }
