@@ -2,6 +2,7 @@ package voicetest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,7 @@ var scenarios = []scenario{
 	{name: "completion_timed_out", run: completionTimedOut},
 	{name: "no_completion_turn_without_notify", run: noCompletionWithoutNotify},
 	{name: "instant_result_spoken", run: instantResultSpoken},
+	{name: "full_conversation_frame_by_frame", run: fullConversation},
 	{name: "nothing_spoken_without_caller", run: nothingSpokenWithoutCaller},
 	{name: "permission_clear_yes", run: permissionClearYes},
 	{name: "permission_conditional_yes_holds", run: permissionConditionalYes},
@@ -1248,4 +1250,101 @@ func permissionTextOnly(t *testing.T, vs *voiceSession) {
 		t.Errorf("SPEC 12: %s, want kind error with `Tool pay requires spoken permission`", res.F)
 	}
 	host.absent(500*time.Millisecond, typ("tool_call"), "SPEC 12: the host never hears of a declined call")
+}
+
+// fullConversation: a whole scripted conversation — a background job's hand-off, two
+// milestones, one decision and the completion — checked frame by frame on the host's and the
+// caller's side (every text frame, in order; audio is counted per response).
+func fullConversation(t *testing.T, vs *voiceSession) {
+	hostFrom, callerFrom := vs.host.mark(), vs.caller.mark()
+	j := vs.startJob("the report")
+	vs.partial(j, "the numbers are in", true, nil)
+	vs.host.expect(narr(j.callID, "milestone", "delivered"))
+	vs.partial(j, "the charts are drawn", true, nil)
+	vs.host.expect(narr(j.callID, "milestone", "delivered"))
+	vs.caller.quiet(300 * time.Millisecond)
+	vs.askDelivered(j, "PDF or slides?", []string{"PDF", "slides"})
+	vs.say("slides")
+	vs.host.expect(typ("tool_interaction_answer", "call_id", j.callID))
+	vs.result(j, map[string]any{"url": "https://example.com/q3"})
+	vs.host.expect(narr(j.callID, "completion", "delivered"))
+	vs.caller.quiet(300 * time.Millisecond)
+
+	var host, caller []string
+	for _, e := range vs.host.events()[hostFrom:] {
+		if !e.isAudio() {
+			host = append(host, describe(e.F))
+		}
+	}
+	audio := map[string]int{}
+	for _, e := range vs.caller.events()[callerFrom:] {
+		if e.isAudio() {
+			continue
+		}
+		caller = append(caller, describe(e.F))
+	}
+	for _, e := range vs.caller.events()[callerFrom:] {
+		if !e.isAudio() && e.F.Type == "transcript" && e.F.str("role") == "agent" {
+			audio[e.F.str("response_id")] = vs.audioOf(e.F.str("response_id"))
+		}
+	}
+	args := `{"job":"the report"}`
+	wantHost := []string{
+		"tool_call slow " + args,
+		"tool_deferred_ack accepted",
+		"tool_job_narration milestone queued", "tool_job_narration milestone speaking", "tool_job_narration milestone delivered",
+		"tool_job_narration milestone queued", "tool_job_narration milestone speaking", "tool_job_narration milestone delivered",
+		"tool_job_narration interaction queued", "tool_job_narration interaction speaking", "tool_job_narration interaction delivered",
+		"tool_interaction_answer slides",
+		"tool_job_narration completion queued", "tool_job_narration completion speaking", "tool_job_narration completion delivered",
+	}
+	if !slices.Equal(host, wantHost) {
+		t.Errorf("host frames:\n  %s\nwant:\n  %s", strings.Join(host, "\n  "), strings.Join(wantHost, "\n  "))
+	}
+	if !vs.scripted {
+		return // a language model's words are its own
+	}
+	wantCaller := []string{
+		"transcript caller call slow " + args,
+		"transcript agent Started the report in the background.",
+		"transcript agent Update on the report: the numbers are in",
+		"transcript agent Update on the report: the charts are drawn",
+		"transcript agent PDF or slides? Options: PDF, slides.",
+		"transcript caller slides",
+		`transcript agent the report is done: {"url":"https://example.com/q3"}`,
+	}
+	if !slices.Equal(caller, wantCaller) {
+		t.Errorf("caller frames:\n  %s\nwant:\n  %s", strings.Join(caller, "\n  "), strings.Join(wantCaller, "\n  "))
+	}
+	if len(audio) != 5 {
+		t.Errorf("%d agent responses with a transcript, want 5", len(audio))
+	}
+	for id, n := range audio {
+		if n < 10 {
+			t.Errorf("response %s reached the caller with %d audio frames (< 200 ms)", id, n)
+		}
+	}
+}
+
+// describe renders the members of a frame that fullConversation compares.
+func describe(f frame) string {
+	switch f.Type {
+	case "tool_call":
+		return f.Type + " " + f.str("name") + " " + compact(f.M["arguments"])
+	case "tool_deferred_ack":
+		if a, _ := f.boolean("accepted"); a {
+			return f.Type + " accepted"
+		}
+		return f.Type + " rejected " + f.str("reason")
+	case "tool_job_narration":
+		return f.Type + " " + f.str("kind") + " " + f.str("state")
+	case "tool_interaction_answer":
+		return f.Type + " " + f.str("option")
+	case "transcript":
+		if final, _ := f.boolean("final"); !final {
+			return f.Type + " partial " + f.str("role") + " " + f.str("text")
+		}
+		return f.Type + " " + f.str("role") + " " + f.str("text")
+	}
+	return f.Type
 }
