@@ -45,6 +45,10 @@ type Config struct {
 	NarrationMaxWait time.Duration
 	// ReaskAfter is when a delivered, unanswered interaction ask is asked again (SPEC 9; 30 s).
 	ReaskAfter time.Duration
+	// PermissionTimeout is how long a spoken permission ask waits for a clear answer, counted
+	// from the end of the ask (or of its clarification); an ask left unanswered that long is
+	// declined with reason permission_timeout (SPEC 5, 12; default 120 s).
+	PermissionTimeout time.Duration
 }
 
 // Limits are the limits of SPEC 2 (all configurable).
@@ -91,6 +95,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReaskAfter <= 0 {
 		c.ReaskAfter = 30 * time.Second
+	}
+	if c.PermissionTimeout <= 0 {
+		c.PermissionTimeout = jobs.DefaultPermissionTimeout
 	}
 	l := &c.Limits
 	def := func(v *int, d int) {
@@ -151,5 +158,5 @@ func (c *Config) tenants() []string {
 
 // engineOptions are the job engine options the broker needs.
 func engineOptions(c *Config, onChange func(jobs.Change)) jobs.Options {
-	return jobs.Options{Tenants: c.tenants(), OnChange: onChange, Logger: c.Logger}
+	return jobs.Options{Tenants: c.tenants(), OnChange: onChange, Logger: c.Logger, PermissionTimeout: c.PermissionTimeout}
 }
