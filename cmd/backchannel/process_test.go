@@ -1,0 +1,611 @@
+package main
+
+// Process-level tests: the binary is built once (TestMain) and run as real processes on real
+// loopback sockets — `serve` over the memory store and over a private redis-server, and
+// `serve --model openai` against `simulate-realtime` — and driven only through its stdout, its
+// HTTP routes, its WebSocket protocol and signals (SPEC 18).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/backchannel-io/backchannel/broker/wiretest"
+	"github.com/backchannel-io/backchannel/internal/redistest"
+)
+
+// binPath is the backchannel binary TestMain built.
+var binPath string
+
+// TestMain builds the binary once for every process test (with -race when the tests run with
+// -race, so that the processes are checked too).
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "backchannel-process-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "process tests:", err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "backchannel")
+	args := []string{"build", "-o", binPath}
+	if raceEnabled() {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "process tests: go %s: %v\n%s", strings.Join(args, " "), err, out)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// raceEnabled reports whether this test binary was built with -race.
+func raceEnabled() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
+}
+
+// startTimeout bounds how long a process may take to print its start-up line; exitTimeout how
+// long it may take to exit after a signal (SPEC 18: a graceful shutdown).
+const (
+	startTimeout = 20 * time.Second
+	exitTimeout  = 10 * time.Second
+)
+
+// proc is one running backchannel process.
+type proc struct {
+	t    *testing.T
+	name string
+	cmd  *exec.Cmd
+
+	mu     sync.Mutex
+	stdout []string      // every line printed, in order
+	notify chan struct{} // closed and replaced on each new line and at EOF
+	eof    bool
+	stderr bytes.Buffer
+
+	exited  chan struct{} // closed once Wait returned
+	waitErr error
+}
+
+// lockedWriter serializes writes into a buffer that is read under the same mutex.
+type lockedWriter struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+// startProc runs the binary with args, in an environment without BACKCHANNEL_* variables (so
+// only the flags configure it). It is killed when the test ends if it still runs.
+func startProc(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, notify: make(chan struct{}), exited: make(chan struct{})}
+	p.cmd = exec.Command(binPath, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BACKCHANNEL_") {
+			p.cmd.Env = append(p.cmd.Env, kv)
+		}
+	}
+	p.cmd.Stderr = lockedWriter{&p.mu, &p.stderr}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("%s: start %s: %v", name, binPath, err)
+	}
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.stdout = append(p.stdout, sc.Text())
+			close(p.notify)
+			p.notify = make(chan struct{})
+			p.mu.Unlock()
+		}
+		_, _ = io.Copy(io.Discard, out)
+		p.mu.Lock()
+		p.eof = true
+		close(p.notify)
+		p.notify = make(chan struct{})
+		p.mu.Unlock()
+	}()
+	go func() {
+		<-readDone // Wait closes the pipe: read everything first
+		p.waitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("%s stdout:\n%s\n%s stderr:\n%s", name, strings.Join(p.lines(), "\n"), name, p.stderrText())
+		}
+	})
+	return p
+}
+
+func (p *proc) lines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.stdout...)
+}
+
+func (p *proc) stderrText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// waitLine waits for a stdout line re matches and returns its submatches.
+func (p *proc) waitLine(re *regexp.Regexp) []string {
+	p.t.Helper()
+	deadline := time.NewTimer(startTimeout)
+	defer deadline.Stop()
+	for {
+		p.mu.Lock()
+		for _, l := range p.stdout {
+			if m := re.FindStringSubmatch(l); m != nil {
+				p.mu.Unlock()
+				return m
+			}
+		}
+		ch, eof := p.notify, p.eof
+		p.mu.Unlock()
+		if eof {
+			<-p.exited
+			p.t.Fatalf("%s exited (%v) without printing a line matching %s", p.name, p.waitErr, re)
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			p.t.Fatalf("%s printed no line matching %s within %v", p.name, re, startTimeout)
+		}
+	}
+}
+
+// signal sends sig to the process.
+func (p *proc) signal(sig os.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("%s: signal %v: %v", p.name, sig, err)
+	}
+}
+
+// expectExit0 waits for the process to exit (at most exitTimeout) and fails unless it exited 0.
+func (p *proc) expectExit0() {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(exitTimeout):
+		p.t.Fatalf("%s still runs %v after the signal", p.name, exitTimeout)
+	}
+	if p.waitErr != nil {
+		p.t.Fatalf("%s: %v, want exit status 0; stderr:\n%s", p.name, p.waitErr, p.stderrText())
+	}
+}
+
+var listeningLine = regexp.MustCompile(`^backchannel listening on http://127\.0\.0\.1:(\d+)$`)
+
+// startServeProc runs `backchannel serve --addr 127.0.0.1:0 ARGS...`, waits for its start-up line
+// and returns the process and its base URL http://127.0.0.1:PORT.
+func startServeProc(t *testing.T, name string, args ...string) (*proc, string) {
+	t.Helper()
+	p := startProc(t, name, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	m := p.waitLine(listeningLine)
+	if m[1] == "0" {
+		t.Fatalf("%s: the start-up line shows port 0, not the real port", name)
+	}
+	return p, "http://127.0.0.1:" + m[1]
+}
+
+// expectOneListeningLine checks, once the process has exited, that it printed exactly one
+// start-up line (SPEC 18), and that it logged no error.
+func (p *proc) expectOneListeningLine() {
+	p.t.Helper()
+	var got []string
+	for _, l := range p.lines() {
+		if strings.Contains(l, "listening on") {
+			got = append(got, l)
+		}
+	}
+	if len(got) != 1 || !listeningLine.MatchString(got[0]) {
+		p.t.Errorf("%s printed %d start-up lines %q, want exactly one `backchannel listening on http://127.0.0.1:PORT`", p.name, len(got), got)
+	}
+	if strings.Contains(p.stderrText(), "level=ERROR") {
+		p.t.Errorf("%s logged errors:\n%s", p.name, p.stderrText())
+	}
+}
+
+func wsURL(base string) string { return "ws" + strings.TrimPrefix(base, "http") + "/v1/ws" }
+
+// lookupTool is an instant tool the hosts declare.
+var lookupTool = map[string]any{
+	"name":        "lookup",
+	"description": "Looks something up.",
+	"parameters": map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"q": map[string]any{"type": "string"}},
+		"required":   []any{"q"},
+	},
+}
+
+// helloHost attaches a host that creates a session with the dev tenant's key and declares
+// lookup; it returns the connection (its Welcome set).
+func helloHost(t *testing.T, base string) *wiretest.Conn {
+	t.Helper()
+	host := wiretest.Dial(t, wsURL(base), "host")
+	w := host.Hello(map[string]any{"role": "host", "api_key": "dev", "tools": []any{lookupTool}})
+	if w.Type != "welcome" || w.Str("session_id") == "" || w.Str("join_token") == "" || w.Str("resume_token") == "" {
+		t.Fatalf("host hello: got %s, want a welcome with session_id, join_token and resume_token", w)
+	}
+	if d := host.Expect("tools.declared"); d.Compact("names") != `["lookup"]` {
+		t.Fatalf("host: tools.declared %s, want names [\"lookup\"]", d)
+	}
+	return host
+}
+
+// noFrame fails the test if the connection ever received a frame of type typ.
+func noFrame(t *testing.T, c *wiretest.Conn, typ string) {
+	t.Helper()
+	for _, f := range c.History() {
+		if f.Type == typ {
+			t.Errorf("%s received %s", c.Name, f)
+		}
+	}
+}
+
+// TestProcessServeMemorySIGTERM: with the memory store, serve prints one start-up line with the
+// real port and answers /healthz; SIGTERM ends every session (session.ended reason ended as
+// the last frame, then close 1000) and the process exits 0.
+func TestProcessServeMemorySIGTERM(t *testing.T) {
+	t.Parallel()
+	p, base := startServeProc(t, "serve")
+
+	status, _, body := wiretest.HTTPDo(t, "GET", base+"/healthz", "", "", "")
+	var health map[string]any
+	if status != http.StatusOK || json.Unmarshal(body, &health) != nil || health["status"] != "ok" {
+		t.Fatalf("GET /healthz: %d %q, want 200 {\"status\":\"ok\"}", status, body)
+	}
+
+	host := helloHost(t, base)
+	p.signal(syscall.SIGTERM)
+	host.Expect(wiretest.TypeWith("session.ended", "reason", "ended"))
+	host.ExpectClosed(websocket.StatusNormalClosure)
+	if h := host.History(); h[len(h)-1].Type != "session.ended" {
+		t.Errorf("host: the last frame is %s, want session.ended", h[len(h)-1])
+	}
+	p.expectExit0()
+	p.expectOneListeningLine()
+}
+
+// TestProcessServeRedisSIGTERM: with the Redis store, SIGTERM closes every connection with 1012
+// and sends no session.ended (nor tool_cancel); the process exits 0.
+func TestProcessServeRedisSIGTERM(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t, redistest.Options{})
+	p, base := startServeProc(t, "serve-redis", "--store", "redis", "--redis-url", rs.URL())
+	status, _, body := wiretest.HTTPDo(t, "GET", base+"/healthz", "", "", "")
+	if status != http.StatusOK {
+		t.Fatalf("GET /healthz: %d %q", status, body)
+	}
+
+	host := helloHost(t, base)
+	p.signal(syscall.SIGTERM)
+	host.ExpectClosed(websocket.StatusServiceRestart)
+	noFrame(t, host, "session.ended")
+	noFrame(t, host, "tool_cancel")
+	p.expectExit0()
+	p.expectOneListeningLine()
+}
+
+// TestProcessServeOpenAISimulator runs `simulate-realtime` and `serve --model openai` against
+// it as two processes: a caller's text turns reach the simulated model through the adapter,
+// which speaks (an agent transcript) and calls the host's tool, whose result it then voices.
+func TestProcessServeOpenAISimulator(t *testing.T) {
+	t.Parallel()
+	sim := startProc(t, "simulate-realtime", "simulate-realtime", "--addr", "127.0.0.1:0", "--key", "test")
+	m := sim.waitLine(regexp.MustCompile(`^realtime simulator listening on (ws://127\.0\.0\.1:(\d+)/v1/realtime)$`))
+	if m[2] == "0" {
+		t.Fatalf("simulate-realtime shows port 0: %s", m[0])
+	}
+	p, base := startServeProc(t, "serve-openai", "--model", "openai", "--openai-url", m[1], "--openai-key", "test")
+
+	host := helloHost(t, base)
+	caller := dialCaller(t, wsURL(base))
+	caller.send(map[string]any{"type": "hello", "protocol": "backchannel.v1", "role": "caller",
+		"session_id": host.Welcome.Str("session_id"), "join_token": host.Welcome.Str("join_token")})
+	if w := caller.expect(wiretest.Type("welcome")); w.Str("session_id") != host.Welcome.Str("session_id") {
+		t.Fatalf("caller: welcome %s, want session %s", w, host.Welcome.Str("session_id"))
+	}
+
+	agentSays := func(text string) wiretest.Match {
+		return func(f wiretest.Frame) bool {
+			return f.Type == "transcript" && f.Str("role") == "agent" && f.Bool("final") && f.Str("text") == text
+		}
+	}
+	// The response ids are the Realtime server's (resp_…); the scripted model would name its
+	// responses sc_resp_N: the words came through the simulator, not a fallback.
+	fromRealtime := func(f wiretest.Frame) {
+		t.Helper()
+		if id := f.Str("response_id"); !strings.HasPrefix(id, "resp_") {
+			t.Errorf("caller: agent transcript %s: response_id %q is not a Realtime response's (resp_…)", f, id)
+		}
+	}
+	caller.send(map[string]any{"type": "caller.text", "text": "say hello from the simulator"})
+	caller.expect(func(f wiretest.Frame) bool {
+		return f.Type == "transcript" && f.Str("role") == "caller" && f.Bool("final") && f.Str("text") == "say hello from the simulator"
+	})
+	fromRealtime(caller.expect(agentSays("hello from the simulator")))
+	if caller.audioMessages() == 0 {
+		t.Errorf("caller: no agent audio (binary messages) came with the spoken response")
+	}
+
+	caller.send(map[string]any{"type": "caller.text", "text": `call lookup {"q": "weather"}`})
+	call := host.Expect("tool_call")
+	if call.Str("name") != "lookup" || call.Compact("arguments") != `{"q":"weather"}` || call.Str("session_id") != host.Welcome.Str("session_id") {
+		t.Fatalf("host: tool_call %s, want lookup {\"q\":\"weather\"} of the session", call)
+	}
+	host.Send(map[string]any{"type": "tool_result", "call_id": call.Str("call_id"), "output": map[string]any{"temp": 21}})
+	fromRealtime(caller.expect(agentSays(`lookup returned: {"temp":21}`)))
+
+	p.signal(syscall.SIGTERM)
+	host.Expect(wiretest.TypeWith("session.ended", "reason", "ended"))
+	host.ExpectClosed(websocket.StatusNormalClosure)
+	caller.expect(wiretest.TypeWith("session.ended", "reason", "ended"))
+	if got := caller.waitClosed(); got != websocket.StatusNormalClosure {
+		t.Errorf("caller: closed with %d, want 1000", got)
+	}
+	p.expectExit0()
+	p.expectOneListeningLine()
+	sim.signal(syscall.SIGTERM)
+	sim.expectExit0()
+}
+
+// TestProcessServeAsyncAPI: /asyncapi.json served by the binary is the checked-in
+// docs/asyncapi.json; SIGINT shuts the process down like SIGTERM (exit 0).
+func TestProcessServeAsyncAPI(t *testing.T) {
+	t.Parallel()
+	p, base := startServeProc(t, "serve-asyncapi")
+	status, hdr, body := wiretest.HTTPDo(t, "GET", base+"/asyncapi.json", "", "", "")
+	if status != http.StatusOK {
+		t.Fatalf("GET /asyncapi.json: status %d: %.300s", status, body)
+	}
+	if ct := hdr.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("GET /asyncapi.json: Content-Type %q, want application/json", ct)
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "asyncapi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served, checkedIn any
+	if err := json.Unmarshal(body, &served); err != nil {
+		t.Fatalf("GET /asyncapi.json: not JSON: %v", err)
+	}
+	if err := json.Unmarshal(doc, &checkedIn); err != nil {
+		t.Fatalf("docs/asyncapi.json: not JSON: %v", err)
+	}
+	if !reflect.DeepEqual(served, checkedIn) {
+		t.Errorf("GET /asyncapi.json differs from docs/asyncapi.json: %s", firstDiff("", served, checkedIn))
+	}
+	p.signal(syscall.SIGINT)
+	p.expectExit0()
+	p.expectOneListeningLine()
+}
+
+// firstDiff names the first JSON path where a (served) and b (checked in) differ.
+func firstDiff(path string, a, b any) string {
+	switch av := a.(type) {
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok {
+			break
+		}
+		for k, x := range av {
+			y, ok := bv[k]
+			if !ok {
+				return fmt.Sprintf("%s/%s is served but not checked in", path, k)
+			}
+			if !reflect.DeepEqual(x, y) {
+				return firstDiff(path+"/"+k, x, y)
+			}
+		}
+		for k := range bv {
+			if _, ok := av[k]; !ok {
+				return fmt.Sprintf("%s/%s is checked in but not served", path, k)
+			}
+		}
+	case []any:
+		bv, ok := b.([]any)
+		if !ok || len(av) != len(bv) {
+			break
+		}
+		for i := range av {
+			if !reflect.DeepEqual(av[i], bv[i]) {
+				return firstDiff(fmt.Sprintf("%s/%d", path, i), av[i], bv[i])
+			}
+		}
+	}
+	sa, _ := json.Marshal(a)
+	sb, _ := json.Marshal(b)
+	return fmt.Sprintf("at %q served %.200s, checked in %.200s", path, sa, sb)
+}
+
+// callerConn is a raw WebSocket caller: wiretest.Conn reads every message as a frame, but a
+// caller also receives the agent's audio as binary messages, which callerConn counts apart.
+// Text frames after the welcome must carry consecutive seq from 1 (SPEC 2).
+type callerConn struct {
+	t  *testing.T
+	ws *websocket.Conn
+
+	mu      sync.Mutex
+	queue   []wiretest.Frame
+	notify  chan struct{}
+	audio   int
+	nextSeq int64
+	seqErrs []string
+	status  websocket.StatusCode
+	done    chan struct{}
+}
+
+func dialCaller(t *testing.T, url string) *callerConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, hc, err := wiretest.DialWebSocket(ctx, url)
+	if err != nil {
+		t.Fatalf("caller: dial %s: %v", url, err)
+	}
+	c := &callerConn{t: t, ws: ws, notify: make(chan struct{}), done: make(chan struct{})}
+	go c.read()
+	t.Cleanup(func() {
+		_ = ws.CloseNow()
+		<-c.done
+		hc.CloseIdleConnections()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, e := range c.seqErrs {
+			t.Errorf("caller: %s", e)
+		}
+	})
+	return c
+}
+
+func (c *callerConn) read() {
+	defer close(c.done)
+	for {
+		typ, data, err := c.ws.Read(context.Background())
+		c.mu.Lock()
+		switch {
+		case err != nil:
+			c.status = websocket.CloseStatus(err)
+		case typ == websocket.MessageBinary:
+			c.audio++
+		default:
+			f := wiretest.ParseFrame(data)
+			if f.Type != "welcome" && c.nextSeq > 0 {
+				if seq := f.Int("seq"); seq != c.nextSeq {
+					c.seqErrs = append(c.seqErrs, fmt.Sprintf("seq %d, want %d: %s", seq, c.nextSeq, f))
+				}
+				c.nextSeq++
+			} else if f.Type == "welcome" {
+				c.nextSeq = 1
+			}
+			c.queue = append(c.queue, f)
+		}
+		close(c.notify)
+		c.notify = make(chan struct{})
+		c.mu.Unlock()
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *callerConn) send(v any) {
+	c.t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.ws.Write(ctx, websocket.MessageText, data); err != nil {
+		c.t.Fatalf("caller: send: %v", err)
+	}
+}
+
+// expect takes the first queued text frame m matches, waiting up to wiretest.DefaultTimeout.
+func (c *callerConn) expect(m wiretest.Match) wiretest.Frame {
+	c.t.Helper()
+	deadline := time.NewTimer(wiretest.DefaultTimeout)
+	defer deadline.Stop()
+	for {
+		ended := false
+		select {
+		case <-c.done: // closed after the last frame was queued
+			ended = true
+		default:
+		}
+		c.mu.Lock()
+		for i, f := range c.queue {
+			if m(f) {
+				c.queue = append(c.queue[:i:i], c.queue[i+1:]...)
+				c.mu.Unlock()
+				return f
+			}
+		}
+		ch := c.notify
+		var queued []string
+		for _, f := range c.queue {
+			queued = append(queued, f.String())
+		}
+		c.mu.Unlock()
+		if ended {
+			c.t.Fatalf("caller: closed before the frame came; queued:\n%s", strings.Join(queued, "\n"))
+		}
+		select {
+		case <-ch:
+		case <-c.done:
+		case <-deadline.C:
+			c.t.Fatalf("caller: no matching frame within %v; queued:\n%s", wiretest.DefaultTimeout, strings.Join(queued, "\n"))
+		}
+	}
+}
+
+func (c *callerConn) audioMessages() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.audio
+}
+
+// waitClosed waits for the broker to close the connection and returns the close status.
+func (c *callerConn) waitClosed() websocket.StatusCode {
+	c.t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(wiretest.DefaultTimeout):
+		c.t.Fatalf("caller: still open after %v", wiretest.DefaultTimeout)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status
+}
