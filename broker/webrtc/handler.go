@@ -6,7 +6,8 @@
 // session's tenant) answers 201 with the complete SDP answer — every candidate gathered, no
 // trickle — and a Location header naming the peer connection's resource,
 // /v1/sessions/{id}/webrtc/{resource}. DELETE on that resource hangs up: the session ends with
-// reason hung_up (SPEC 3.6).
+// reason hung_up (SPEC 3.6). An offer that finds no address to answer with (every port of the
+// configured UDP port range in use) gets 503. See docs/webrtc.md for the ICE options.
 //
 // The peer connection carries:
 //   - one data channel labelled "frames", opened by the client (reliable and ordered): exactly
@@ -34,6 +35,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -70,13 +72,22 @@ type Handler struct {
 }
 
 // NewHandler returns the WebRTC handler of node. It fails when the ICE options cannot be
-// applied (e.g. the UDP mux port is taken).
+// applied (e.g. the UDP mux port is taken, or an ICE server's URL is malformed or a TURN
+// server has no credentials).
 func NewHandler(node *broker.Node, opts Options) (*Handler, error) {
 	opts.setDefaults(node.Config().Limits.MaxFrameBytes)
 	api, mux, err := opts.api()
 	if err != nil {
 		return nil, err
 	}
+	// pion checks the ICE servers when a peer connection is made: check them once now, rather
+	// than failing every offer later.
+	pc, err := api.NewPeerConnection(webrtc.Configuration{ICEServers: opts.ICEServers})
+	if err != nil {
+		closeMux(mux)
+		return nil, fmt.Errorf("webrtc: ICE servers: %w", err)
+	}
+	_ = pc.Close()
 	h := &Handler{node: node, opts: opts, log: opts.Logger, api: api, mux: mux,
 		peers: make(map[string]*peer)}
 	h.authorizer, _ = any(node).(sessionAuthorizer)
@@ -174,6 +185,12 @@ func (h *Handler) offer(w http.ResponseWriter, r *http.Request, id string) {
 		var bad badOffer
 		if errors.As(err, &bad) {
 			httpError(w, http.StatusBadRequest, frames.CodeBadFrame, bad.Error())
+			return
+		}
+		if errors.Is(err, errNoCandidates) {
+			h.log.Warn("webrtc: no ICE candidate could be gathered: are all ports of the UDP port range in use?", "session", id)
+			httpError(w, http.StatusServiceUnavailable, frames.CodeInternal,
+				"no ICE candidate could be gathered (every UDP port of the broker's range may be in use); try again later")
 			return
 		}
 		h.log.Warn("webrtc: negotiation failed", "session", id, "err", err)

@@ -3,6 +3,7 @@ package webrtc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -117,6 +118,10 @@ func (h *Handler) newPeer(session string) (*peer, error) {
 	return p, nil
 }
 
+// errNoCandidates: gathering found no address to offer, e.g. every port of the UDP port range
+// is taken (503). An answer without candidates could never connect.
+var errNoCandidates = errors.New("no ICE candidate could be gathered")
+
 // badOffer is an offer the transport cannot answer (400).
 type badOffer struct{ msg string }
 
@@ -168,6 +173,9 @@ func (p *peer) negotiate(ctx context.Context, offer string) (string, error) {
 	ld := p.pc.LocalDescription()
 	if ld == nil {
 		return "", fmt.Errorf("no local description after gathering")
+	}
+	if !strings.Contains(ld.SDP, "a=candidate:") {
+		return "", errNoCandidates
 	}
 	close(p.answered)
 	return ld.SDP, nil

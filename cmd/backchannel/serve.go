@@ -48,8 +48,12 @@ type serveConfig struct {
 	judgeKey        string
 	judgeModel      string
 	rtcUDPPort      int
+	rtcUDPPortMin   int
+	rtcUDPPortMax   int
 	rtcPublicIP     string
 	rtcICEServers   string
+	rtcTURNUser     string
+	rtcTURNPass     string
 }
 
 // envOr returns the environment variable's value, or def.
@@ -83,6 +87,18 @@ func parseServe(args []string) (*serveConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	rtcPort, err := envInt("BACKCHANNEL_WEBRTC_UDP_PORT", 0)
+	if err != nil {
+		return nil, err
+	}
+	rtcPortMin, err := envInt("BACKCHANNEL_WEBRTC_UDP_PORT_MIN", 0)
+	if err != nil {
+		return nil, err
+	}
+	rtcPortMax, err := envInt("BACKCHANNEL_WEBRTC_UDP_PORT_MAX", 0)
+	if err != nil {
+		return nil, err
+	}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", envOr("BACKCHANNEL_ADDR", "127.0.0.1:8080"), "HTTP/WebSocket listen address [BACKCHANNEL_ADDR]")
 	fs.StringVar(&c.store, "store", envOr("BACKCHANNEL_STORE", "memory"), "job store: memory or redis [BACKCHANNEL_STORE]")
@@ -97,9 +113,13 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&c.judgeURL, "judge-url", envOr("BACKCHANNEL_JUDGE_URL", ""), "OpenAI-compatible chat completions base URL of an LLM judge for spoken permissions; its approvals must still pass the rule-based vetoes (default: the rule-based verifier alone) [BACKCHANNEL_JUDGE_URL]")
 	fs.StringVar(&c.judgeKey, "judge-key", envOr("BACKCHANNEL_JUDGE_KEY", ""), "API key of the LLM judge [BACKCHANNEL_JUDGE_KEY]")
 	fs.StringVar(&c.judgeModel, "judge-model", envOr("BACKCHANNEL_JUDGE_MODEL", "gpt-4.1-mini"), "model of the LLM judge [BACKCHANNEL_JUDGE_MODEL]")
-	fs.IntVar(&c.rtcUDPPort, "webrtc-udp-port", envInt("BACKCHANNEL_WEBRTC_UDP_PORT", 0), "one UDP port for every WebRTC caller (0: an ephemeral port each) [BACKCHANNEL_WEBRTC_UDP_PORT]")
+	fs.IntVar(&c.rtcUDPPort, "webrtc-udp-port", rtcPort, "one UDP port for every WebRTC caller (0: an ephemeral port each); not with --webrtc-udp-port-min/max [BACKCHANNEL_WEBRTC_UDP_PORT]")
+	fs.IntVar(&c.rtcUDPPortMin, "webrtc-udp-port-min", rtcPortMin, "lowest UDP port for WebRTC callers, one port each, with --webrtc-udp-port-max (0: any ephemeral port) [BACKCHANNEL_WEBRTC_UDP_PORT_MIN]")
+	fs.IntVar(&c.rtcUDPPortMax, "webrtc-udp-port-max", rtcPortMax, "highest UDP port for WebRTC callers, with --webrtc-udp-port-min (0: any ephemeral port) [BACKCHANNEL_WEBRTC_UDP_PORT_MAX]")
 	fs.StringVar(&c.rtcPublicIP, "webrtc-public-ip", envOr("BACKCHANNEL_WEBRTC_PUBLIC_IP", ""), "public IP announced to WebRTC callers behind NAT [BACKCHANNEL_WEBRTC_PUBLIC_IP]")
-	fs.StringVar(&c.rtcICEServers, "webrtc-ice-servers", envOr("BACKCHANNEL_WEBRTC_ICE_SERVERS", ""), "comma-separated STUN/TURN URLs for WebRTC [BACKCHANNEL_WEBRTC_ICE_SERVERS]")
+	fs.StringVar(&c.rtcICEServers, "webrtc-ice-servers", envOr("BACKCHANNEL_WEBRTC_ICE_SERVERS", ""), "comma-separated STUN/TURN URLs for WebRTC (stun:HOST:PORT, turn:HOST:PORT?transport=udp) [BACKCHANNEL_WEBRTC_ICE_SERVERS]")
+	fs.StringVar(&c.rtcTURNUser, "webrtc-turn-username", envOr("BACKCHANNEL_WEBRTC_TURN_USERNAME", ""), "username for the turn:/turns: URLs of --webrtc-ice-servers [BACKCHANNEL_WEBRTC_TURN_USERNAME]")
+	fs.StringVar(&c.rtcTURNPass, "webrtc-turn-credential", envOr("BACKCHANNEL_WEBRTC_TURN_CREDENTIAL", ""), "password for the turn:/turns: URLs of --webrtc-ice-servers [BACKCHANNEL_WEBRTC_TURN_CREDENTIAL]")
 	fs.StringVar(&c.nodeID, "node-id", envOr("BACKCHANNEL_NODE_ID", fmt.Sprintf("%s-%d", host, os.Getpid())), "this node's name [BACKCHANNEL_NODE_ID]")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -123,7 +143,40 @@ func parseServe(args []string) (*serveConfig, error) {
 	if c.resumeWindow <= 0 || c.backgroundAfter <= 0 {
 		return nil, errors.New("--resume-window and --background-after must be positive")
 	}
+	if err := c.checkWebRTCPorts(); err != nil {
+		return nil, err
+	}
+	for _, u := range strings.Split(c.rtcICEServers, ",") {
+		u = strings.TrimSpace(u)
+		if (strings.HasPrefix(u, "turn:") || strings.HasPrefix(u, "turns:")) && (c.rtcTURNUser == "" || c.rtcTURNPass == "") {
+			return nil, fmt.Errorf("--webrtc-ice-servers %s: a TURN server needs --webrtc-turn-username and --webrtc-turn-credential", u)
+		}
+	}
 	return c, nil
+}
+
+// checkWebRTCPorts checks the UDP port flags of WebRTC: ports are 0 (unset) to 65535; a range
+// needs both ends, low to high; and one port for every caller excludes a range.
+func (c *serveConfig) checkWebRTCPorts() error {
+	for _, p := range []struct {
+		flag string
+		port int
+	}{{"--webrtc-udp-port", c.rtcUDPPort}, {"--webrtc-udp-port-min", c.rtcUDPPortMin}, {"--webrtc-udp-port-max", c.rtcUDPPortMax}} {
+		if p.port < 0 || p.port > 65535 {
+			return fmt.Errorf("%s %d: want a UDP port, 1 to 65535 (0: not set)", p.flag, p.port)
+		}
+	}
+	hasRange := c.rtcUDPPortMin != 0 || c.rtcUDPPortMax != 0
+	switch {
+	case hasRange && c.rtcUDPPort != 0:
+		return fmt.Errorf("--webrtc-udp-port %d excludes --webrtc-udp-port-min/max (%d-%d): serve every WebRTC caller on one port, or each on a port of the range, not both",
+			c.rtcUDPPort, c.rtcUDPPortMin, c.rtcUDPPortMax)
+	case hasRange && (c.rtcUDPPortMin == 0 || c.rtcUDPPortMax == 0):
+		return fmt.Errorf("--webrtc-udp-port-min %d and --webrtc-udp-port-max %d: a UDP port range needs both", c.rtcUDPPortMin, c.rtcUDPPortMax)
+	case c.rtcUDPPortMin > c.rtcUDPPortMax:
+		return fmt.Errorf("--webrtc-udp-port-min %d is above --webrtc-udp-port-max %d", c.rtcUDPPortMin, c.rtcUDPPortMax)
+	}
+	return nil
 }
 
 // isLoopback reports whether a listen address is on loopback only.
@@ -198,7 +251,7 @@ func serve(args []string) error {
 	mcph := mcp.New(node, log)
 	rtc, err := bcwebrtc.NewHandler(node, c.webrtcOptions(log))
 	if err != nil {
-		return fmt.Errorf("webrtc: %v", err)
+		return err // "webrtc: …"
 	}
 	handler := node.Handler(wsh, func(mux *http.ServeMux) {
 		routes(mux)
@@ -256,21 +309,30 @@ func displayAddr(a net.Addr) string {
 	return s
 }
 
-func envInt(name string, def int) int {
-	if v, ok := os.LookupEnv(name); ok {
-		if n, err := strconv.Atoi(v); err == nil {
-			return n
-		}
+// envInt returns the environment variable's value as an integer, or def.
+func envInt(name string, def int) (int, error) {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def, nil
 	}
-	return def
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: not an integer", name, v)
+	}
+	return n, nil
 }
 
 // webrtcOptions turns the --webrtc-* flags into the transport's options (none: loopback only).
 func (c *serveConfig) webrtcOptions(log *slog.Logger) bcwebrtc.Options {
-	o := bcwebrtc.Options{UDPMuxPort: c.rtcUDPPort, Logger: log}
+	o := bcwebrtc.Options{UDPMuxPort: c.rtcUDPPort, UDPPortMin: uint16(c.rtcUDPPortMin), UDPPortMax: uint16(c.rtcUDPPortMax),
+		Logger: log}
 	for _, u := range strings.Split(c.rtcICEServers, ",") {
 		if u = strings.TrimSpace(u); u != "" {
-			o.ICEServers = append(o.ICEServers, pionwebrtc.ICEServer{URLs: []string{u}})
+			s := pionwebrtc.ICEServer{URLs: []string{u}}
+			if strings.HasPrefix(u, "turn:") || strings.HasPrefix(u, "turns:") {
+				s.Username, s.Credential = c.rtcTURNUser, c.rtcTURNPass
+			}
+			o.ICEServers = append(o.ICEServers, s)
 		}
 	}
 	if c.rtcPublicIP != "" {
