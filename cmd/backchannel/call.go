@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/backchannel-io/backchannel/frames"
+	backchannel "github.com/backchannel-io/backchannel/sdk/go"
 )
 
 // call runs `backchannel call`: a one-shot text agent (SPEC 13). It attaches to a session as
@@ -19,7 +20,7 @@ import (
 // waits for it with the built-in `wait` and prints that result too.
 func call(args []string) error {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
-	url := fs.String("url", "ws://127.0.0.1:8080/v1/ws", "broker WebSocket URL")
+	url := fs.String("url", "ws://127.0.0.1:8080/v1/ws", "broker WebSocket URL (http://HOST:PORT or ws://HOST:PORT alone get /v1/ws)")
 	session := fs.String("session", "", "session id (required)")
 	token := fs.String("token", "", "the session's join token")
 	key := fs.String("key", "", "an API key of the session's tenant (instead of -token)")
@@ -47,7 +48,11 @@ func call(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, *url, nil)
+	endpoint, err := backchannel.EndpointURL(*url)
+	if err != nil {
+		return err
+	}
+	ws, _, err := websocket.Dial(ctx, endpoint, nil)
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,11 @@ type Options struct {
 }
 
 // wsURL normalizes Options.URL to the WebSocket endpoint.
-func wsURL(raw string) (string, error) {
+func wsURL(raw string) (string, error) { return EndpointURL(raw) }
+
+// EndpointURL turns a broker address into its WebSocket endpoint, as Options.URL is read: a
+// ws://, wss://, http:// or https:// URL without a path gets /v1/ws.
+func EndpointURL(raw string) (string, error) {
 	if raw == "" {
 		return "", errors.New("backchannel: Options.URL is empty: set it to the broker's ws://HOST:PORT/v1/ws")
 	}
