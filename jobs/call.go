@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/backchannel-io/backchannel/frames"
 )
 
 // NewCall describes a call the agent made, for Engine.Call.
@@ -62,28 +61,17 @@ func (e *Engine) Call(ctx context.Context, c NewCall) (*Job, error) {
 			return nil, err
 		}
 		e.applied(ctx, &plan{t: t, change: Change{Event: EventCreated}})
-		if c.ParentCallID != "" {
-			if err := e.adopt(ctx, j); err != nil {
+		if t.ParentState == Cancelled || t.ParentState == TimedOut {
+			// The parent ended before this job joined its children: its cascade cannot see
+			// this job, so the job is closed here (SPEC 11).
+			_, closed, err := e.closeChild(ctx, j, "")
+			if err != nil {
 				return nil, err
+			}
+			if closed != nil {
+				j = closed
 			}
 		}
 		return j.Clone(), nil
 	}
-}
-
-// adopt closes a new child job whose parent has already been cancelled or timed out. The child
-// joined its parent's children set before this check, and the parent's cascade lists that set
-// after its own transition, so one of the two always sees the other.
-func (e *Engine) adopt(ctx context.Context, child *Job) error {
-	parent, err := e.load(ctx, child.Tenant, child.ParentCallID, true)
-	if errors.Is(err, ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if parent.State == Cancelled || parent.State == TimedOut {
-		_, err = e.cancel(ctx, child, frames.CancelParentCancelled)
-	}
-	return err
 }

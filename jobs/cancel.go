@@ -38,74 +38,107 @@ func (e *Engine) cancel(ctx context.Context, j *Job, reason frames.CancelReason)
 			return &plan{t: t, change: Change{Event: EventDuplicateCancel, Job: j}}, nil
 		}
 		result = frames.CancelResultCancelled
-		next := j.Clone()
-		next.State, next.CancelReason = Cancelled, string(reason)
-		t := e.write(j, next, now, entry(now, KindCancel, next, map[string]any{"reason": string(reason)}))
-		return &plan{t: t, change: Change{Event: EventCancelled}}, nil
+		return e.cancelPlan(j, now, reason), nil
 	})
 	return result, err
 }
 
+// cancelPlan is the transition of an open job into cancelled for reason.
+func (e *Engine) cancelPlan(j *Job, now int64, reason frames.CancelReason) *plan {
+	next := j.edit()
+	next.State, next.CancelReason = Cancelled, string(reason)
+	t := e.write(j, next, now, entry(now, KindCancel, next, map[string]any{"reason": string(reason)}))
+	return &plan{t: t, change: Change{Event: EventCancelled}}
+}
+
 // cascade closes every open descendant of an ended parent call with parent_cancelled (SPEC
 // 11), each exactly once and each after its parent: open children are cancelled (and cascade
-// themselves), and the cascade goes through children that already ended (a sub-agent call that
-// completed keeps its calls, but they are still descendants of the cancelled call). It then
-// clears the parent's cascade marker. With always unset (right after the parent's own
-// transition) a parent found without children leaves any marker to the scheduler, which clears
-// it.
-func (e *Engine) cascade(ctx context.Context, tenant, parentCallID string, always bool) error {
-	ids, err := e.children(ctx, tenant, parentCallID)
-	if err != nil {
-		return err
-	}
-	if len(ids) == 0 && !always {
-		return nil
+// themselves), and the cascade goes through children that completed, failed or were declined
+// (a sub-agent call that completed keeps its calls, but they are still descendants of the
+// cancelled call). It then clears the parent's cascade marker — in the transition that closes
+// the last child when that child was still open, else on its own. ids are the parent's
+// children as the store reported them with the parent's own transition; nil asks the store
+// (a cascade marker that the scheduler claimed).
+func (e *Engine) cascade(ctx context.Context, tenant, parentCallID string, ids []string) error {
+	if ids == nil {
+		var err error
+		if ids, err = e.children(ctx, tenant, parentCallID); err != nil {
+			return err
+		}
 	}
 	seen := map[string]bool{parentCallID: true}
-	if err := e.closeDescendants(ctx, tenant, ids, seen); err != nil {
+	cleared, err := e.closeDescendants(ctx, tenant, ids, seen, parentCallID)
+	if err != nil || cleared {
 		return err
 	}
 	return e.retry(ctx, func() error { return e.store.DoneCascade(ctx, tenant, parentCallID) })
 }
 
+// children returns the call ids of a job's children, open or ended.
 func (e *Engine) children(ctx context.Context, tenant, callID string) ([]string, error) {
-	var ids []string
-	err := e.retry(ctx, func() error {
-		var err error
-		ids, err = e.store.Children(ctx, tenant, callID)
-		return err
-	})
-	return ids, err
+	return read(ctx, e, func() ([]string, error) { return e.store.Children(ctx, tenant, callID) })
 }
 
-// closeDescendants cancels the open jobs among ids and walks through the ended ones.
-func (e *Engine) closeDescendants(ctx context.Context, tenant string, ids []string, seen map[string]bool) error {
-	for _, id := range ids {
+// closeDescendants cancels the open jobs among ids and walks through the ended ones. With
+// clear set, the transition that closes the last of ids, when it is open, also removes the
+// cascade marker of clear; it reports whether that happened.
+func (e *Engine) closeDescendants(ctx context.Context, tenant string, ids []string, seen map[string]bool, clear string) (bool, error) {
+	cleared := false
+	for i, id := range ids {
 		if seen[id] {
 			continue
 		}
 		seen[id] = true
-		child, err := e.load(ctx, tenant, id, true)
+		child, err := e.load(ctx, tenant, id, false)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
-		if !child.State.Terminal() {
-			// Its own cancellation cascades to its descendants.
-			if _, err := e.cancel(ctx, child, frames.CancelParentCancelled); err != nil {
-				return err
-			}
+		last := ""
+		if i == len(ids)-1 {
+			last = clear
+		}
+		ended, _, err := e.closeChild(ctx, child, last)
+		if err != nil {
+			return false, err
+		}
+		switch ended {
+		case "":
+			cleared = last != "" // cancelled now; its own cancellation cascades to its descendants
 			continue
+		case Cancelled, TimedOut:
+			continue // its own cascade closes its descendants
 		}
 		grand, err := e.children(ctx, tenant, id)
 		if err != nil {
-			return err
+			return false, err
 		}
-		if err := e.closeDescendants(ctx, tenant, grand, seen); err != nil {
-			return err
+		if _, err := e.closeDescendants(ctx, tenant, grand, seen, ""); err != nil {
+			return false, err
 		}
 	}
-	return nil
+	return cleared, nil
+}
+
+// closeChild cancels a descendant of a cancelled or timed-out call with parent_cancelled, its
+// transition also clearing the cascade marker of clearCascade when that is set. A descendant
+// that has already ended is left as it is (no duplicate_cancel: the cascade is no request of
+// its own) and its state is returned; "" and the cancelled record when it was cancelled now.
+func (e *Engine) closeChild(ctx context.Context, j *Job, clearCascade string) (State, *Job, error) {
+	var ended State
+	var closed *Job
+	err := e.run(ctx, j, func(j *Job, now int64) (*plan, error) {
+		ended, closed = "", nil
+		if j.State.Terminal() {
+			ended = j.State
+			return nil, nil
+		}
+		p := e.cancelPlan(j, now, frames.CancelParentCancelled)
+		p.t.ClearCascade = clearCascade
+		closed = p.t.Job
+		return p, nil
+	})
+	return ended, closed, err
 }

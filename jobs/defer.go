@@ -53,7 +53,7 @@ func (e *Engine) Defer(ctx context.Context, a Addr, handle, statusLabel string) 
 		if reason != "" {
 			return nil, nil
 		}
-		next := j.Clone()
+		next := j.edit()
 		next.State, next.Handle, next.StatusLabel = Deferred, handle, statusLabel
 		next.DeferredMS = now
 		next.DeferredDLMS = now + next.Tool.deferredTimeout().Milliseconds()

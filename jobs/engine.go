@@ -251,15 +251,7 @@ func (e *Engine) load(ctx context.Context, tenant, callID string, fresh bool) (*
 			return j, nil
 		}
 	}
-	var j *Job
-	err := e.retry(ctx, func() error {
-		var err error
-		j, err = e.store.Job(ctx, tenant, callID)
-		if errors.Is(err, ErrNotFound) {
-			return backoff.Permanent(err)
-		}
-		return err
-	})
+	j, err := read(ctx, e, func() (*Job, error) { return e.store.Job(ctx, tenant, callID) })
 	if err != nil {
 		return nil, err
 	}
@@ -280,15 +272,7 @@ func (e *Engine) resolve(ctx context.Context, a Addr) (*Job, error) {
 		callID = hs.handles[handleKey{a.Tenant, a.Handle}]
 		hs.mu.Unlock()
 		if callID == "" {
-			var rec HandleRecord
-			err := e.retry(ctx, func() error {
-				var err error
-				rec, err = e.store.Handle(ctx, a.Tenant, a.Handle)
-				if errors.Is(err, ErrNotFound) {
-					return backoff.Permanent(err)
-				}
-				return err
-			})
+			rec, err := read(ctx, e, func() (HandleRecord, error) { return e.store.Handle(ctx, a.Tenant, a.Handle) })
 			if errors.Is(err, ErrNotFound) {
 				return nil, ErrUnknownCall
 			}
@@ -332,6 +316,20 @@ func (e *Engine) retry(ctx context.Context, op func() error) error {
 		return perm.Err
 	}
 	return err
+}
+
+// read runs a store read with the engine's retry. ErrNotFound is an answer, not retried.
+func read[T any](ctx context.Context, e *Engine, op func() (T, error)) (T, error) {
+	var out T
+	err := e.retry(ctx, func() error {
+		v, err := op()
+		if errors.Is(err, ErrNotFound) {
+			return backoff.Permanent(err)
+		}
+		out = v
+		return err
+	})
+	return out, err
 }
 
 // commit applies t, retrying store errors (a retry of the same transition is idempotent). A

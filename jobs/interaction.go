@@ -53,7 +53,7 @@ func (e *Engine) closeInteraction(ctx context.Context, a Addr, id, how string, a
 				detail["option"] = ans.Option
 			}
 		}
-		next := j.Clone()
+		next := j.edit()
 		next.close(id, how)
 		if next.State == Pending {
 			next.ActivityMS = now

@@ -2,10 +2,11 @@ package jobs
 
 import (
 	"encoding/json"
-	"github.com/backchannel-io/backchannel/frames"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/backchannel-io/backchannel/frames"
 )
 
 // Tool is what the job engine needs to know of a tool declaration (SPEC 4): its clocks and
@@ -122,6 +123,16 @@ func (j *Job) Clone() *Job {
 		ia.Options = slices.Clone(ia.Options)
 		c.Interaction = &ia
 	}
+	c.Closed = maps.Clone(j.Closed)
+	return &c
+}
+
+// edit returns a copy of j to build its next version from. The arguments, the output and the
+// open interaction are shared with j: no transition modifies them in place (it replaces them),
+// so copying them on every transition would only cost allocations. The Closed map, which a
+// transition writes to, is copied.
+func (j *Job) edit() *Job {
+	c := *j
 	c.Closed = maps.Clone(j.Closed)
 	return &c
 }

@@ -1,8 +1,11 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -13,12 +16,7 @@ func (e *Engine) Lookup(ctx context.Context, a Addr) (*Job, error) {
 
 // OpenJobs returns the session's non-terminal jobs, with their arguments, oldest first.
 func (e *Engine) OpenJobs(ctx context.Context, tenant, sessionID string) ([]*Job, error) {
-	var ids []string
-	err := e.retry(ctx, func() error {
-		var err error
-		ids, err = e.store.OpenJobs(ctx, tenant, sessionID)
-		return err
-	})
+	ids, err := read(ctx, e, func() ([]string, error) { return e.store.OpenJobs(ctx, tenant, sessionID) })
 	if err != nil {
 		return nil, err
 	}
@@ -39,13 +37,11 @@ func (e *Engine) OpenJobs(ctx context.Context, tenant, sessionID string) ([]*Job
 	return out, nil
 }
 
+// sortByCreation orders jobs oldest first (call id between equals).
 func sortByCreation(js []*Job) {
-	for i := 1; i < len(js); i++ {
-		for k := i; k > 0 && (js[k].CreatedMS < js[k-1].CreatedMS ||
-			(js[k].CreatedMS == js[k-1].CreatedMS && js[k].CallID < js[k-1].CallID)); k-- {
-			js[k], js[k-1] = js[k-1], js[k]
-		}
-	}
+	slices.SortFunc(js, func(a, b *Job) int {
+		return cmp.Or(cmp.Compare(a.CreatedMS, b.CreatedMS), strings.Compare(a.CallID, b.CallID))
+	})
 }
 
 // Record appends entries to a session's timeline (events of the session rather than of a job:
@@ -65,13 +61,7 @@ func (e *Engine) Record(ctx context.Context, tenant, sessionID string, entries .
 
 // Timeline returns the session's timeline from index from on.
 func (e *Engine) Timeline(ctx context.Context, tenant, sessionID string, from int) ([]Entry, error) {
-	var out []Entry
-	err := e.retry(ctx, func() error {
-		var err error
-		out, err = e.store.Timeline(ctx, tenant, sessionID, from)
-		return err
-	})
-	return out, err
+	return read(ctx, e, func() ([]Entry, error) { return e.store.Timeline(ctx, tenant, sessionID, from) })
 }
 
 // Retention is how long the engine keeps what ended.

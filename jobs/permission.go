@@ -38,7 +38,7 @@ func (e *Engine) PermissionAsked(ctx context.Context, a Addr, endedAt time.Time)
 		if j.State != AwaitingPermission {
 			return nil, ErrCallNotPending
 		}
-		next := j.Clone()
+		next := j.edit()
 		next.AskEndedMS = ms(endedAt)
 		return &plan{t: e.write(j, next, now), change: Change{Event: EventPermissionAsked}}, nil
 	})
@@ -58,7 +58,7 @@ func (e *Engine) Permission(ctx context.Context, a Addr, d Decision) error {
 			return nil, ErrCallNotPending
 		}
 		en := entry(now, KindPermission, j, d.detail())
-		next := j.Clone()
+		next := j.edit()
 		switch d.Verdict {
 		case Approve:
 			next.State, next.DispatchedMS, next.ActivityMS = Pending, now, now

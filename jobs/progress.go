@@ -108,7 +108,7 @@ func (e *Engine) rearm(j *Job, now int64, change func(next *Job), entries ...Ent
 	if j.State != Pending && change == nil {
 		return e.checked(j, now, entries...)
 	}
-	next := j.Clone()
+	next := j.edit()
 	if next.State == Pending {
 		next.ActivityMS = now
 	}

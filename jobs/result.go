@@ -35,7 +35,7 @@ func (e *Engine) Result(ctx context.Context, a Addr, output json.RawMessage, err
 		if j.State == AwaitingPermission {
 			return nil, ErrCallNotPending
 		}
-		next := j.Clone()
+		next := j.edit()
 		next.State, next.Output, next.Error = Completed, output, ""
 		event := EventCompleted
 		if isError {

@@ -145,3 +145,42 @@ func TestMatchAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestTimelineWords checks the strings of the timeline against SPEC 16 (entry kinds and the
+// shape of an entry) and SPEC 9 (how an interaction closes), letter for letter.
+func TestTimelineWords(t *testing.T) {
+	kinds := []string{KindCall, KindDeferred, KindDeferRejected, KindProgress, KindPartial, KindNarration,
+		KindInteraction, KindPermission, KindResult, KindCancel, KindNotice, KindToolDeadlineTimeout,
+		KindLateResultDropped, KindDuplicateCancel, KindDeliveryFailed, KindInjectRejected, KindDisconnect,
+		KindResume, KindSessionEnd}
+	spec := "call deferred defer_rejected progress partial narration interaction permission result cancel notice " +
+		"tool_deadline_timeout late_result_dropped duplicate_cancel delivery_failed inject_rejected disconnect resume session_end"
+	if got := strings.Join(kinds, " "); got != spec {
+		t.Fatalf("timeline kinds\n%s\nwant (SPEC 16)\n%s", got, spec)
+	}
+	closed := []string{InteractionAnswered, InteractionResolved, InteractionCancelled, InteractionSuperseded}
+	if got := strings.Join(closed, " "); got != "answered resolved cancelled superseded" {
+		t.Fatalf("interaction closings %q", got)
+	}
+	b, err := json.Marshal(Entry{AtMS: 7, Kind: KindCancel, CallID: "call_x", Handle: "h", Detail: map[string]any{"reason": "timeout"}})
+	if err != nil || string(b) != `{"at_ms":7,"kind":"cancel","call_id":"call_x","handle":"h","detail":{"reason":"timeout"}}` {
+		t.Fatalf("entry encodes as %s %v", b, err)
+	}
+	if b, _ := json.Marshal(entry(7, KindNotice, &Job{}, nil)); string(b) != `{"at_ms":7,"kind":"notice","detail":{}}` {
+		t.Fatalf("an entry without call and detail encodes as %s: call_id and handle are optional, detail an object", b)
+	}
+}
+
+// TestRetentionCoversTheLongestDeferredTimeout checks SPEC 6: a burned handle is remembered
+// for the retention period (default 7 days), and never less than the longest deferred_timeout.
+func TestRetentionCoversTheLongestDeferredTimeout(t *testing.T) {
+	for _, c := range []struct{ set, want time.Duration }{
+		{0, 7 * 24 * time.Hour},
+		{time.Hour, 24 * time.Hour},
+		{30 * 24 * time.Hour, 30 * 24 * time.Hour},
+	} {
+		if got := NewEngine(nil, Options{Retention: c.set}).Retention(); got != c.want {
+			t.Errorf("Retention %v: engine keeps %v, want %v", c.set, got, c.want)
+		}
+	}
+}

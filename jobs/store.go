@@ -74,11 +74,23 @@ type Transition struct {
 	// children, ClaimDue hands the marker to another engine.
 	Cascade bool
 	LeaseMS int64
-	// Marked is set by Apply when Cascade was asked and the ending job has children: the store
-	// recorded the marker, and the engine goes on to close them. A store that cannot tell (the
-	// transition was applied before) sets it too. Without it the cascade is skipped: a job
-	// without children costs no further request.
-	Marked bool
+	// ClearCascade, when set, names an ended parent call whose cascade marker the transition
+	// removes (the engine's cascade closes that parent's last child with it; DoneCascade does
+	// the same on its own).
+	ClearCascade string
+
+	// Children is set by Apply when Cascade was asked and the ending job has children: their
+	// call ids, sorted (the store recorded the cascade marker). A retried transition that was
+	// applied before reports them too. The engine closes them without asking the store again;
+	// a job without children costs no further request.
+	Children []string
+	// ParentState is set by Apply when it creates a job with a ParentCallID: the state of the
+	// parent job in the same atomic step that added the job to its parent's children ("" when
+	// the store does not hold the parent). Either the parent had already been cancelled or
+	// timed out, and the engine closes the new job at once, or the parent's own terminal
+	// transition comes later and finds the new job among its Children: never both, never
+	// neither (SPEC 11).
+	ParentState State
 }
 
 // Created reports whether the transition creates its job.

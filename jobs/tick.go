@@ -30,11 +30,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) (int, error) {
 	var firstErr error
 	for _, tenant := range tenants {
 		for {
-			var due []Due
-			err := e.retry(ctx, func() error {
-				var err error
-				due, err = e.store.ClaimDue(ctx, tenant, now, e.opts.ClaimLease, claimBatch)
-				return err
+			due, err := read(ctx, e, func() ([]Due, error) {
+				return e.store.ClaimDue(ctx, tenant, now, e.opts.ClaimLease, claimBatch)
 			})
 			if err != nil {
 				firstErr = cmpErr(firstErr, err)
@@ -73,7 +70,7 @@ func (e *Engine) fire(ctx context.Context, tenant string, due []Due, now int64) 
 			var ok bool
 			var err error
 			if d.Cascade != "" {
-				err = e.cascade(ctx, tenant, d.Cascade, true)
+				err = e.cascade(ctx, tenant, d.Cascade, nil)
 			} else {
 				ok, err = e.expire(ctx, d.Job, now)
 			}
@@ -107,7 +104,7 @@ func (e *Engine) expire(ctx context.Context, j *Job, now int64) (bool, error) {
 			return nil, nil
 		}
 		fired = true
-		next := j.Clone()
+		next := j.edit()
 		if j.State == AwaitingPermission {
 			next.State = Declined
 			d := Decision{Verdict: Decline, Reason: "permission_timeout"}

@@ -49,8 +49,8 @@ func (e *Engine) applied(ctx context.Context, p *plan) {
 		c.From = p.t.From
 	}
 	e.notify(c)
-	if p.t.Cascade && p.t.Terminated() && p.t.Marked {
-		if err := e.cascade(ctx, p.t.Tenant, p.t.CallID, false); err != nil {
+	if p.t.Cascade && p.t.Terminated() && len(p.t.Children) > 0 {
+		if err := e.cascade(ctx, p.t.Tenant, p.t.CallID, p.t.Children); err != nil {
 			// The store holds a cascade marker: another Tick finishes the job.
 			e.log.Warn("jobs: cascade deferred to the scheduler", "call_id", p.t.CallID, "err", err)
 		}

@@ -93,8 +93,9 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		if tr.Job.Version != tr.Expect+1 {
 			return fmt.Errorf("memstore: job %s written at version %d, want %d", tr.CallID, tr.Job.Version, tr.Expect+1)
 		}
-		copied = tr.Job.Clone()
-		copied.Arguments = nil
+		bare := *tr.Job
+		bare.Arguments = nil // kept apart, once, in the record
+		copied = bare.Clone()
 	}
 	entries := make([][]byte, len(tr.Entries))
 	for i, e := range tr.Entries {
@@ -118,8 +119,8 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		}
 		if v != tr.Expect {
 			if rec != nil && rec.txn == tr.ID {
-				tr.Marked = tr.Cascade
-				return nil // a retry of a transition that was applied
+				t.report(tr) // a retry of a transition that was applied
+				return nil
 			}
 			return &jobs.ConflictError{CallID: tr.CallID, Version: v}
 		}
@@ -159,12 +160,15 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		if tr.Terminated() {
 			remove(t.open, j.SessionID, tr.CallID)
 			if tr.Cascade && len(t.children[tr.CallID]) > 0 {
-				tr.Marked = true
 				t.setDeadline(cascadePrefix+tr.CallID, tr.NowMS+tr.LeaseMS)
 			}
 			rec.expires = now + retention
 			heap.Push(&t.expiry, dueItem{at: rec.expires, member: "j:" + tr.CallID})
 		}
+		t.report(tr)
+	}
+	if tr.ClearCascade != "" {
+		delete(t.deadlines, cascadePrefix+tr.ClearCascade)
 	}
 	if len(entries) > 0 {
 		// The retention of a timeline runs from its creation and is renewed whenever a job ends.
@@ -180,6 +184,36 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		tl.entries = append(tl.entries, entries...)
 	}
 	return nil
+}
+
+// report fills in what Apply tells the engine about an applied job-writing transition: the
+// children of a job that ended with a cascade, the state of a new job's parent.
+func (t *space) report(tr *jobs.Transition) {
+	j := tr.Job
+	if j == nil {
+		return
+	}
+	if tr.Cascade && tr.Terminated() {
+		tr.Children = sortedKeys(t.children[tr.CallID])
+	}
+	if tr.Created() && j.ParentCallID != "" {
+		tr.ParentState = ""
+		if p := t.jobs[j.ParentCallID]; p != nil {
+			tr.ParentState = p.job.State
+		}
+	}
+}
+
+func sortedKeys(set map[string]struct{}) []string {
+	if len(set) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(set))
+	for id := range set {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (t *space) setDeadline(member string, at int64) {
@@ -329,11 +363,10 @@ func (s *Store) members(name string, set func(*space) map[string]struct{}) []str
 	t := s.space(name)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]string, 0, len(set(t)))
-	for id := range set(t) {
-		out = append(out, id)
+	out := sortedKeys(set(t))
+	if out == nil {
+		out = []string{}
 	}
-	slices.Sort(out)
 	return out
 }
 

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,7 +16,10 @@ type batcher struct {
 	rdb      redis.UniversalClient
 	reqs     chan *request
 	maxBatch int
-	done     chan struct{}
+	done     chan struct{} // closed by close: the workers stop taking requests
+	stopped  chan struct{} // closed once the workers have returned and the queue is drained
+	once     sync.Once
+	workers  sync.WaitGroup
 }
 
 type request struct {
@@ -32,9 +36,14 @@ type result struct {
 }
 
 func newBatcher(rdb redis.UniversalClient, workers, maxBatch int) *batcher {
-	b := &batcher{rdb: rdb, reqs: make(chan *request, workers*maxBatch), maxBatch: maxBatch, done: make(chan struct{})}
+	b := &batcher{rdb: rdb, reqs: make(chan *request, workers*maxBatch), maxBatch: maxBatch,
+		done: make(chan struct{}), stopped: make(chan struct{})}
+	b.workers.Add(workers)
 	for range workers {
-		go b.work()
+		go func() {
+			defer b.workers.Done()
+			b.work()
+		}()
 	}
 	return b
 }
@@ -56,10 +65,35 @@ func (b *batcher) run(ctx context.Context, s *redis.Script, keys []string, args 
 		// The request may still be applied: the caller's retry with the same transition id
 		// is recognised by the script.
 		return nil, ctx.Err()
+	case <-b.stopped:
+		// Every request a worker took, or the drain found, has its reply by now; one queued
+		// after the drain is never sent.
+		select {
+		case res := <-r.reply:
+			return res.val, res.err
+		default:
+			return nil, redis.ErrClosed
+		}
 	}
 }
 
-func (b *batcher) close() { close(b.done) }
+// close stops the workers once they have sent the pipeline in hand, fails the requests still
+// queued with redis.ErrClosed, and returns when all of that is done. It may be called twice.
+func (b *batcher) close() {
+	b.once.Do(func() {
+		close(b.done)
+		b.workers.Wait()
+		for {
+			select {
+			case r := <-b.reqs:
+				r.reply <- result{err: redis.ErrClosed}
+			default:
+				close(b.stopped)
+				return
+			}
+		}
+	})
+}
 
 func (b *batcher) work() {
 	batch := make([]*request, 0, b.maxBatch)

@@ -15,7 +15,8 @@ import (
 )
 
 // requestCounter is a go-redis hook counting round trips (a single command or a whole
-// pipeline) and the commands they carry.
+// pipeline) and the commands they carry. The handshake of a new pool connection (HELLO,
+// CLIENT SETINFO) is not counted: it belongs to the connection, not to a transition.
 type requestCounter struct {
 	roundTrips atomic.Int64
 	commands   atomic.Int64
@@ -25,18 +26,37 @@ func (c *requestCounter) DialHook(next redis.DialHook) redis.DialHook { return n
 
 func (c *requestCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.roundTrips.Add(1)
-		c.commands.Add(1)
+		if !handshake(cmd) {
+			c.roundTrips.Add(1)
+			c.commands.Add(1)
+		}
 		return next(ctx, cmd)
 	}
 }
 
 func (c *requestCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.roundTrips.Add(1)
-		c.commands.Add(int64(len(cmds)))
+		n := int64(0)
+		for _, cmd := range cmds {
+			if !handshake(cmd) {
+				n++
+			}
+		}
+		if n > 0 {
+			c.roundTrips.Add(1)
+			c.commands.Add(n)
+		}
 		return next(ctx, cmds)
 	}
+}
+
+// handshake reports whether cmd is part of a new connection's handshake.
+func handshake(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "client", "auth", "select":
+		return true
+	}
+	return false
 }
 
 // countedClient returns a client of the test server with a requestCounter hook.

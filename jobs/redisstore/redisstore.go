@@ -10,7 +10,7 @@
 //
 // Layout, all keys of a tenant under the hash tag {t:TENANT} (SPEC 15):
 //
-//	PREFIX{t:T}:job:CALL_ID       hash: v (version), d (record JSON), a (arguments), dl (deadline ms), t (recent transition ids)
+//	PREFIX{t:T}:job:CALL_ID       hash: v (version), d (record JSON), a (arguments), dl (deadline ms), t (id of the last transition)
 //	PREFIX{t:T}:handle:HANDLE     string: "L:CALL_ID" while its job is open, "B:CALL_ID" once burned
 //	PREFIX{t:T}:deadlines         sorted set: call id (or "^CALL_ID", a cascade marker) by due ms
 //	PREFIX{t:T}:open:SESSION_ID   set: call ids of the session's open jobs
@@ -75,7 +75,8 @@ func New(opts Options) (*Store, error) {
 	return &Store{rdb: opts.Client, prefix: opts.Prefix, batch: newBatcher(opts.Client, opts.Pipelines, opts.MaxBatch)}, nil
 }
 
-// Close stops the pipeline workers; requests after it fail.
+// Close stops the pipeline workers and waits for them to send the pipelines in hand; requests
+// still queued, and requests after it, fail with redis.ErrClosed. A second Close does nothing.
 func (s *Store) Close() error {
 	s.batch.close()
 	return nil
@@ -91,12 +92,13 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 	}
 	k := s.keysOf(tr.Tenant)
 	jobKey := k.job(tr.CallID)
-	handleKey, childrenKey := jobKey, jobKey
+	handleKey, childrenKey, parentKey := jobKey, jobKey, jobKey
 	expect := int64(-1)
 	if tr.Check || tr.Job != nil {
 		expect = tr.Expect
 	}
-	write, blob, args, version, dl, idx := "0", "", "", int64(0), int64(0), ""
+	var blob, args []byte
+	write, version, dl, idx := "0", int64(0), int64(0), ""
 	cascadeAt := int64(0)
 	if j := tr.Job; j != nil {
 		if j.Version != tr.Expect+1 {
@@ -106,15 +108,15 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		if err != nil {
 			return fmt.Errorf("redisstore: encode job: %w", err)
 		}
-		write, blob, version = "1", string(b), j.Version
+		write, blob, version = "1", b, j.Version
 		if jobs.IsOpen(j.State) && j.DeadlineMS > 0 {
 			dl = j.DeadlineMS
 		}
 		if tr.Created() {
 			idx = "add"
-			args = "null"
+			args = []byte("null")
 			if len(j.Arguments) > 0 {
-				args = string(j.Arguments)
+				args = j.Arguments
 			}
 		} else if tr.Terminated() {
 			idx = "rem"
@@ -123,7 +125,7 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 			}
 		}
 		if j.ParentCallID != "" {
-			childrenKey = k.children(j.ParentCallID)
+			childrenKey, parentKey = k.children(j.ParentCallID), k.job(j.ParentCallID)
 		}
 	}
 	mode, hval, httl := "", "", int64(0)
@@ -135,17 +137,18 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		}
 		httl = max(h.TTL.Milliseconds(), 1)
 	}
-	argv := make([]any, 0, 14+len(tr.Entries))
+	// Byte slices go to Redis as they are (no copy into a string).
+	argv := make([]any, 0, 15+len(tr.Entries))
 	argv = append(argv, tr.ID, expect, write, blob, args, version, dl, idx, tr.CallID, mode, hval, httl,
-		max(tr.Retention.Milliseconds(), 1), cascadeAt)
+		max(tr.Retention.Milliseconds(), 1), cascadeAt, tr.ClearCascade)
 	for _, e := range tr.Entries {
 		b, err := json.Marshal(e)
 		if err != nil {
 			return fmt.Errorf("redisstore: encode timeline entry: %w", err)
 		}
-		argv = append(argv, string(b))
+		argv = append(argv, b)
 	}
-	keys := []string{jobKey, k.deadlines(), handleKey, k.open(tr.SessionID), childrenKey, k.children(tr.CallID), k.timeline(tr.SessionID)}
+	keys := []string{jobKey, k.deadlines(), handleKey, k.open(tr.SessionID), childrenKey, k.children(tr.CallID), k.timeline(tr.SessionID), parentKey}
 	val, err := s.batch.run(ctx, applyScript, keys, argv)
 	if err != nil {
 		return fmt.Errorf("redisstore: apply: %w", err)
@@ -155,11 +158,19 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		return fmt.Errorf("redisstore: apply: unexpected reply %v", val)
 	}
 	switch reply[0] {
-	case "ok":
-		tr.Marked = len(reply) > 1 && reply[1] == "marked"
-		return nil
-	case "dup":
-		tr.Marked = tr.Cascade
+	case "ok", "dup":
+		if len(reply) != 3 {
+			return fmt.Errorf("redisstore: apply: unexpected reply %v", val)
+		}
+		tr.Children = nil
+		if ids, _ := reply[1].([]any); len(ids) > 0 {
+			tr.Children = make([]string, len(ids))
+			for i, id := range ids {
+				tr.Children[i] = fmt.Sprint(id)
+			}
+		}
+		ps, _ := reply[2].(string)
+		tr.ParentState = jobs.State(ps)
 		return nil
 	case "conflict":
 		v, _ := strconv.ParseInt(fmt.Sprint(reply[1]), 10, 64)

@@ -127,8 +127,18 @@ func BenchmarkDeadlines(b *testing.B, newStore Factory) {
 			}
 			mu.Unlock()
 		}})
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { _ = engine.Run(ctx) }()
+		ctx, stopRun := context.WithCancel(context.Background())
+		ran := make(chan struct{})
+		go func() {
+			defer close(ran)
+			_ = engine.Run(ctx)
+		}()
+		// cancel stops the scheduler and waits for it, so that nothing of it outlives the
+		// iteration (or the store, which the test closes at its end).
+		cancel := func() {
+			stopRun()
+			<-ran
+		}
 		sess := fmt.Sprintf("deadlines-%d", time.Now().UnixNano())
 		var next atomic.Int64
 		var wg sync.WaitGroup

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -43,6 +44,8 @@ func runEngine(t *testing.T, newStore Factory) {
 		{"ChildOfCancelledParent", testChildOfCancelledParent},
 		{"CascadeThroughAnEndedChild", testCascadeThroughEndedChild},
 		{"CascadeFinishedByAnotherEngine", testCascadeRecovery},
+		{"CascadeFromAnEngineWithoutTheChildren", testCascadeElsewhere},
+		{"LocalCallHasNoClock", testLocalCall},
 		{"CallIDs", testCallIDs},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newFixture(t, newStore)) })
@@ -324,18 +327,23 @@ func testDeferAckTable(t *testing.T, f *fixture) {
 		t.Fatal(err)
 	}
 	wantRejected(t, f.deferJob(f.call(sess, deferredTool), uniq("shared")), frames.AckHandleBurned)
-	// Every rejection is on the timeline as defer_rejected with its reason.
-	n := 0
+	// Every rejection is on the timeline as defer_rejected with its reason, in the words of
+	// SPEC 6, and the handle it named.
+	var reasons []string
 	for _, e := range f.timeline(sess) {
 		if e.Kind == jobs.KindDeferRejected {
-			n++
-			if e.Detail["reason"] == "" {
-				t.Fatalf("defer_rejected without reason: %+v", e)
+			reason, _ := e.Detail["reason"].(string)
+			reasons = append(reasons, reason)
+			if _, ok := e.Detail["handle"].(string); !ok {
+				t.Fatalf("defer_rejected without the handle: %+v", e)
 			}
 		}
 	}
-	if n != 16 {
-		t.Fatalf("%d defer_rejected entries, want 16 (one per rejection)", n)
+	want := []string{"invalid_handle", "invalid_handle", "invalid_handle", "invalid_handle", "invalid_handle",
+		"invalid_handle", "invalid_handle", "unknown_call", "call_not_pending", "call_not_pending", "call_not_pending",
+		"not_deferrable", "handle_reserved", "handle_reserved", "handle_in_use", "handle_burned"}
+	if !slices.Equal(reasons, want) {
+		t.Fatalf("defer_rejected reasons %v, want %v (one per rejection)", reasons, want)
 	}
 }
 
@@ -642,6 +650,15 @@ func testInteractionEndsWithCall(t *testing.T, f *fixture) {
 	if res, _ := f.engine.UpdateInteraction(f.ctx, addr(j), "q", frames.InteractionResolved); res != frames.UpdateAlreadyClosed {
 		t.Fatalf("update after the call ended: %v", res)
 	}
+	var states []string
+	for _, e := range f.timeline(sess) {
+		if e.Kind == jobs.KindInteraction && e.CallID == j.CallID {
+			states = append(states, e.Detail["interaction_id"].(string)+":"+e.Detail["state"].(string))
+		}
+	}
+	if !slices.Equal(states, []string{"q:opened", "q:ended"}) {
+		t.Fatalf("interaction entries %v, want q:opened then q:ended", states)
+	}
 }
 
 func testPermission(t *testing.T, f *fixture) {
@@ -674,6 +691,15 @@ func testPermission(t *testing.T, f *fixture) {
 	if err := f.engine.Permission(f.ctx, addr(j), jobs.Decision{Verdict: jobs.Decline}); !errors.Is(err, jobs.ErrCallNotPending) {
 		t.Fatalf("decision for an approved job: %v", err)
 	}
+	// An approved background job detaches as one (SPEC 4: approval first, then the defer).
+	bg := f.call(sess, jobs.Tool{Name: "book", RequiresPermission: true, Deferred: true, DeferredTimeout: time.Hour})
+	wantRejected(t, f.deferJob(bg, "book-early-"+sess), frames.AckCallNotPending)
+	if err := f.engine.Permission(f.ctx, addr(bg), jobs.Decision{Verdict: jobs.Approve, Reason: "clear", Transcript: "yes"}); err != nil {
+		t.Fatal(err)
+	}
+	if ack := f.deferJob(bg, "book-"+sess); !ack.Accepted || ack.DeadlineMS != ms(5*time.Second+time.Hour) {
+		t.Fatalf("defer of an approved job: %+v, want accepted with deadline defer + 1 h", ack)
+	}
 	d := f.call(sess, permitTool)
 	if err := f.engine.Permission(f.ctx, addr(d), jobs.Decision{Verdict: jobs.Decline, Reason: "refused", Transcript: "no"}); err != nil {
 		t.Fatal(err)
@@ -690,7 +716,7 @@ func testPermission(t *testing.T, f *fixture) {
 			}
 		}
 	}
-	if !slices.Equal(verdicts, []string{"hold", "approve", "decline"}) {
+	if !slices.Equal(verdicts, []string{"hold", "approve", "approve", "decline"}) {
 		t.Fatalf("permission entries %v", verdicts)
 	}
 }
@@ -721,6 +747,39 @@ func testPermissionTimeout(t *testing.T, f *fixture) {
 	if ev[len(ev)-1].Event != jobs.EventDeclined {
 		t.Fatalf("events %v", f.eventKinds(j.CallID))
 	}
+	// The decision is on the timeline as permission, with the four fields of SPEC 12.
+	tl := f.timeline(sess)
+	wantKinds(t, kinds(tl, j.CallID), jobs.KindCall, jobs.KindPermission)
+	e := tl[len(tl)-1]
+	want := map[string]any{"verdict": "decline", "reason": "permission_timeout", "transcript": "", "ask": ""}
+	if e.AtMS != ms(12*time.Minute) || !maps.Equal(e.Detail, want) {
+		t.Fatalf("permission entry %+v, want at %d with detail %v", e, ms(12*time.Minute), want)
+	}
+	// A clarification is a new ask: the clock counts from its end (SPEC 12).
+	k := f.call(sess, permitTool)
+	if err := f.engine.PermissionAsked(f.ctx, addr(k), epoch.Add(13*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	f.at(14 * time.Minute)
+	if err := f.engine.Permission(f.ctx, addr(k), jobs.Decision{Verdict: jobs.Hold, Reason: "ambiguous", Transcript: "hmm"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.engine.PermissionAsked(f.ctx, addr(k), epoch.Add(14*time.Minute+5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	f.at(15 * time.Minute)
+	if f.tick() != 0 {
+		t.Fatalf("declined at the first ask's end + 120 s, though a clarification was asked since")
+	}
+	f.at(16*time.Minute + 5*time.Second - time.Millisecond)
+	if f.tick() != 0 {
+		t.Fatalf("declined before the clarification's end + 120 s")
+	}
+	f.at(16*time.Minute + 5*time.Second)
+	if f.tick() != 1 {
+		t.Fatalf("not declined at the clarification's end + 120 s")
+	}
+	wantState(t, f.load(k.CallID), jobs.Declined)
 }
 
 // tree builds parent P (deferred), children C1 and C2 of P, and grandchild G of C1.
@@ -792,6 +851,15 @@ func checkCascade(t *testing.T, f *fixture, sess string, p, c1, c2, g *jobs.Job)
 	}
 }
 
+// noneDue checks that nothing is left in the deadline index: no job deadline and no cascade
+// marker, even long after every lease would have run out.
+func (f *fixture) noneDue() {
+	f.t.Helper()
+	if due, err := f.store.ClaimDue(f.ctx, tenantA, f.clock.Now().Add(24*time.Hour), time.Second, 100); err != nil || len(due) != 0 {
+		f.t.Fatalf("still due after the cascade: %+v %v", due, err)
+	}
+}
+
 func testCascadeCancel(t *testing.T, f *fixture) {
 	sess := session()
 	p, c1, c2, g := f.tree(sess)
@@ -799,6 +867,7 @@ func testCascadeCancel(t *testing.T, f *fixture) {
 		t.Fatalf("cancel parent: %v %v", res, err)
 	}
 	checkCascade(t, f, sess, p, c1, c2, g)
+	f.noneDue() // the cascade markers of p and c1 were cleared
 	// Nothing is left for the scheduler.
 	f.at(time.Minute)
 	if n := f.tick(); n != 0 {
@@ -816,6 +885,58 @@ func testCascadeTimeout(t *testing.T, f *fixture) {
 	got := f.load(p.CallID)
 	wantState(t, got, jobs.TimedOut)
 	checkCascade(t, f, sess, p, c1, c2, g)
+	f.noneDue()
+}
+
+// The cascade of a parent cancelled on an engine that never held its children (another node)
+// reads them from the store and closes each once.
+func testCascadeElsewhere(t *testing.T, f *fixture) {
+	sess := session()
+	p, c1, c2, g := f.tree(sess)
+	other := f.newEngine()
+	if res, _, err := other.Cancel(f.ctx, addr(p), frames.CancelCallerRequest); err != nil || res != frames.CancelResultCancelled {
+		t.Fatalf("cancel parent on another engine: %v %v", res, err)
+	}
+	checkCascade(t, f, sess, p, c1, c2, g)
+	f.noneDue()
+	// The first engine still holds the children as open: its requests find them finished.
+	if err := f.engine.Progress(f.ctx, addr(c2), "x"); !errors.Is(err, jobs.ErrCallFinished) {
+		t.Fatalf("progress of a child cancelled elsewhere: %v, want ErrCallFinished", err)
+	}
+}
+
+// A local call (SPEC 13) is run by the agent itself: no ordinary timeout closes it; it ends
+// by its result or a cancel.
+func testLocalCall(t *testing.T, f *fixture) {
+	sess := session()
+	local := func() *jobs.Job {
+		j, err := f.engine.Call(f.ctx, jobs.NewCall{Tenant: tenantA, SessionID: sess, Tool: jobs.Tool{Name: "subagent"}, Local: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	a, b := local(), local()
+	if a.State != jobs.Pending || a.DeadlineMS != 0 {
+		t.Fatalf("local call %s with deadline %d, want pending without a clock", a.State, a.DeadlineMS)
+	}
+	f.at(time.Minute)
+	if err := f.engine.Progress(f.ctx, addr(a), "thinking"); err != nil {
+		t.Fatal(err)
+	}
+	f.at(24 * time.Hour)
+	if n := f.tick(); n != 0 {
+		t.Fatalf("a tick closed %d local calls", n)
+	}
+	if done, err := f.engine.Result(f.ctx, addr(a), json.RawMessage(`"answer"`), "", false); err != nil || done.State != jobs.Completed {
+		t.Fatalf("result of a local call: %+v %v", done, err)
+	}
+	if res, _, err := f.engine.Cancel(f.ctx, addr(b), frames.CancelAgentRequest); err != nil || res != frames.CancelResultCancelled {
+		t.Fatalf("cancel of a local call: %v %v", res, err)
+	}
+	if got := f.load(b.CallID); got.State != jobs.Cancelled || got.CancelReason != "agent_request" {
+		t.Fatalf("cancelled local call %s/%s", got.State, got.CancelReason)
+	}
 }
 
 func testNoCascadeOnCompletion(t *testing.T, f *fixture) {

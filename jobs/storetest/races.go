@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ func runRaces(t *testing.T, newStore Factory) {
 	t.Run("ResultVersusTimeout", func(t *testing.T) { testResultVsTimeout(t, newFixture(t, newStore)) })
 	t.Run("CancelVersusResult", func(t *testing.T) { testCancelVsResult(t, newFixture(t, newStore)) })
 	t.Run("ParallelCancels", func(t *testing.T) { testParallelCancels(t, newFixture(t, newStore)) })
+	t.Run("ChildCallVersusParentCancel", func(t *testing.T) { testChildVsParentCancel(t, newFixture(t, newStore)) })
 	t.Run("TwoNodesTenThousandDeadlines", func(t *testing.T) { testTwoNodesDeadlines(t, newFixture(t, newStore)) })
 }
 
@@ -202,6 +204,52 @@ func testParallelCancels(t *testing.T, f *fixture) {
 	tl := f.timeline(sess)
 	if count(tl, j.CallID, jobs.KindCancel) != 1 || count(tl, j.CallID, jobs.KindDuplicateCancel) != n-1 {
 		t.Fatalf("timeline %v", kinds(tl, j.CallID))
+	}
+}
+
+// A child call created on one node while its parent is cancelled on another is closed exactly
+// once with parent_cancelled, after its parent (SPEC 11): either the parent's cascade finds it
+// among the children, or its creation finds the parent cancelled — never neither, and never
+// both (which would record a duplicate_cancel).
+func testChildVsParentCancel(t *testing.T, f *fixture) {
+	sess := session()
+	other := f.newEngine()
+	for range 40 {
+		p := f.call(sess, deferredTool)
+		var child *jobs.Job
+		var callErr, cancelErr error
+		var res frames.CancelResult
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			child, callErr = f.engine.Call(f.ctx, jobs.NewCall{Tenant: tenantA, SessionID: sess, Tool: instantTool, ParentCallID: p.CallID})
+		}()
+		go func() {
+			defer wg.Done()
+			res, _, cancelErr = other.Cancel(f.ctx, addr(p), frames.CancelAgentRequest)
+		}()
+		wg.Wait()
+		if callErr != nil || cancelErr != nil || res != frames.CancelResultCancelled {
+			t.Fatalf("call %v, cancel %v %v", callErr, res, cancelErr)
+		}
+		got := f.load(child.CallID)
+		if got.State != jobs.Cancelled || got.CancelReason != "parent_cancelled" {
+			t.Fatalf("child of a parent cancelled meanwhile: %s/%s, want cancelled/parent_cancelled", got.State, got.CancelReason)
+		}
+		tl := f.timeline(sess)
+		if n, d := count(tl, child.CallID, jobs.KindCancel), count(tl, child.CallID, jobs.KindDuplicateCancel); n != 1 || d != 0 {
+			t.Fatalf("child closed %d times with %d duplicate cancels, want once and none: %v", n, d, kinds(tl, child.CallID))
+		}
+		pos := func(id string) int {
+			return slices.IndexFunc(tl, func(e jobs.Entry) bool { return e.CallID == id && e.Kind == jobs.KindCancel })
+		}
+		if pos(p.CallID) > pos(child.CallID) {
+			t.Fatalf("the child was closed before its parent: %v", tl)
+		}
+		if n := f.terminalChanges(child.CallID); n != 1 {
+			t.Fatalf("%d terminal transitions reported for the child, want 1", n)
+		}
 	}
 }
 

@@ -288,22 +288,49 @@ func testCascadeMarker(t *testing.T, newStore Factory) {
 	sess := session()
 	parent := rawJob(sess, "call_parent", 1, jobs.Pending, 0)
 	lonely := rawJob(sess, "call_lonely", 1, jobs.Pending, 0)
-	child := rawJob(sess, "call_child", 1, jobs.Pending, 0)
-	child.ParentCallID = parent.CallID
 	create(t, s, parent)
 	create(t, s, lonely)
-	create(t, s, child)
-	end := func(j *jobs.Job) {
-		next := j.Clone()
-		next.State, next.Version = jobs.Cancelled, j.Version+1
-		if err := s.Apply(ctx, &jobs.Transition{ID: jobs.NewCallID(), Tenant: tenantA, SessionID: sess, CallID: j.CallID,
-			Check: true, Expect: j.Version, Job: next, From: j.State, Retention: time.Hour,
-			Cascade: true, NowMS: 1000, LeaseMS: 500}); err != nil {
+	// A job created with a parent learns the parent's state in the same step.
+	newChild := func(id, parentID string) *jobs.Transition {
+		child := rawJob(sess, id, 1, jobs.Pending, 0)
+		child.ParentCallID = parentID
+		tr := &jobs.Transition{ID: jobs.NewCallID(), Tenant: tenantA, SessionID: sess, CallID: id, Check: true,
+			Job: child, Retention: time.Hour}
+		if err := s.Apply(ctx, tr); err != nil {
 			t.Fatal(err)
 		}
+		return tr
 	}
-	end(parent)
-	end(lonely)
+	if tr := newChild("call_child", parent.CallID); tr.ParentState != jobs.Pending {
+		t.Fatalf("child created under an open parent: parent state %q, want pending", tr.ParentState)
+	}
+	if tr := newChild("call_orphan", "call_never"); tr.ParentState != "" {
+		t.Fatalf("child of a parent the store does not hold: parent state %q, want none", tr.ParentState)
+	}
+	end := func(j *jobs.Job, id string) *jobs.Transition {
+		next := j.Clone()
+		next.State, next.Version = jobs.Cancelled, j.Version+1
+		tr := &jobs.Transition{ID: id, Tenant: tenantA, SessionID: sess, CallID: j.CallID,
+			Check: true, Expect: j.Version, Job: next, From: j.State, Retention: time.Hour,
+			Cascade: true, NowMS: 1000, LeaseMS: 500}
+		if err := s.Apply(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	// The ending job's children come back with its transition, and again with a retry of it.
+	if tr := end(parent, "end-parent"); !slices.Equal(tr.Children, []string{"call_child"}) {
+		t.Fatalf("children reported by the parent's end: %v, want [call_child]", tr.Children)
+	}
+	if tr := end(parent, "end-parent"); !slices.Equal(tr.Children, []string{"call_child"}) {
+		t.Fatalf("children reported by a retry of the parent's end: %v, want [call_child]", tr.Children)
+	}
+	if tr := end(lonely, "end-lonely"); len(tr.Children) != 0 {
+		t.Fatalf("children reported for a job without any: %v", tr.Children)
+	}
+	if tr := newChild("call_late", parent.CallID); tr.ParentState != jobs.Cancelled {
+		t.Fatalf("child created under a cancelled parent: parent state %q, want cancelled", tr.ParentState)
+	}
 	if due, _ := s.ClaimDue(ctx, tenantA, time.UnixMilli(1499), time.Second, 10); len(due) != 0 {
 		t.Fatalf("cascade marker due before its lease: %+v", due)
 	}
@@ -316,6 +343,33 @@ func testCascadeMarker(t *testing.T, newStore Factory) {
 	}
 	if due, _ := s.ClaimDue(ctx, tenantA, time.UnixMilli(1e12), time.Second, 10); len(due) != 0 {
 		t.Fatalf("marker still due after DoneCascade: %+v", due)
+	}
+	// A transition may clear a marker as it applies (the cascade's last child does), and only
+	// then.
+	other := rawJob(sess, "call_other", 1, jobs.Pending, 0)
+	create(t, s, other)
+	newChild("call_other_child", other.CallID)
+	end(other, "end-other")
+	kid, _ := s.Job(ctx, tenantA, "call_other_child")
+	stale := &jobs.Transition{ID: "stale", Tenant: tenantA, SessionID: sess, CallID: kid.CallID, Check: true,
+		Expect: kid.Version + 1, ClearCascade: other.CallID}
+	var ce *jobs.ConflictError
+	if err := s.Apply(ctx, stale); !errors.As(err, &ce) {
+		t.Fatalf("stale transition: %v, want a conflict", err)
+	}
+	if due, _ := s.ClaimDue(ctx, tenantA, time.UnixMilli(1500), time.Second, 10); len(due) != 1 || due[0].Cascade != other.CallID {
+		t.Fatalf("a transition that did not apply cleared the marker: due %+v", due)
+	}
+	if _, _, err := move(s, kid, jobs.Cancelled, 0); err != nil {
+		t.Fatal(err)
+	}
+	kid, _ = s.Job(ctx, tenantA, kid.CallID)
+	if err := s.Apply(ctx, &jobs.Transition{ID: "clear", Tenant: tenantA, SessionID: sess, CallID: kid.CallID, Check: true,
+		Expect: kid.Version, ClearCascade: other.CallID}); err != nil {
+		t.Fatal(err)
+	}
+	if due, _ := s.ClaimDue(ctx, tenantA, time.UnixMilli(1e12), time.Second, 10); len(due) != 0 {
+		t.Fatalf("marker still due after a transition cleared it: %+v", due)
 	}
 }
 

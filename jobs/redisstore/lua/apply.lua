@@ -7,6 +7,7 @@
 -- KEYS[5] children set    call ids whose parent call is this job's parent (the job's own key when it has no parent)
 -- KEYS[6] own children    call ids whose parent call is this job (expires with the job)
 -- KEYS[7] timeline list   the session's entries (JSON)
+-- KEYS[8] parent job hash the job's parent call (the job's own key when it has no parent)
 --
 -- ARGV[1]  transition id
 -- ARGV[2]  expected version, or "-1" to check nothing
@@ -22,18 +23,40 @@
 -- ARGV[12] handle TTL ms
 -- ARGV[13] retention ms (job once terminal, timeline)
 -- ARGV[14] cascade marker due ms ("0": none)
--- ARGV[15…] timeline entries
+-- ARGV[15] call id of an ended parent whose cascade marker to remove ("": none)
+-- ARGV[16…] timeline entries
 --
--- Returns {"ok", "marked" or ""} ("marked": the ending job has children, a cascade marker was
--- recorded), {"dup"} (this transition was applied before), {"conflict", version} or
+-- Returns {"ok", children, parent state} or {"dup", children, parent state} (this transition
+-- was applied before): children are the call ids of a job that ended with a cascade marker
+-- requested and has children (the marker was recorded), else empty; parent state is the state
+-- of the parent of a job this transition creates, else "". Or {"conflict", version}, or
 -- {"handle", value}.
+
+-- The children of the ending job, when it asked for a cascade.
+local function children()
+  if ARGV[14] == '0' then return {} end
+  local ids = redis.call('SMEMBERS', KEYS[6])
+  table.sort(ids)
+  return ids
+end
+
+-- The state of the created job's parent ("" when it has none or it is gone).
+local function parentState()
+  if ARGV[8] ~= 'add' or KEYS[8] == KEYS[1] then return '' end
+  local d = redis.call('HGET', KEYS[8], 'd')
+  if not d then return '' end
+  local ok, rec = pcall(cjson.decode, d)
+  if ok and type(rec) == 'table' and type(rec.state) == 'string' then return rec.state end
+  return ''
+end
+
 local expect = tonumber(ARGV[2])
 if expect >= 0 then
   local cur = redis.call('HMGET', KEYS[1], 'v', 't')
   local v = tonumber(cur[1]) or 0
   if v ~= expect then
     if cur[2] == ARGV[1] then
-      return {'dup'}
+      return {'dup', children(), parentState()}
     end
     return {'conflict', tostring(v)}
   end
@@ -49,7 +72,7 @@ elseif mode == 'burn' then
 end
 
 local idx = ARGV[8]
-local marked = ''
+local kids = {}
 
 if ARGV[3] == '1' then
   local keep = ARGV[1]
@@ -67,22 +90,35 @@ if ARGV[3] == '1' then
   end
   if idx == 'add' then
     redis.call('SADD', KEYS[4], id)
-    if KEYS[5] ~= KEYS[1] then redis.call('SADD', KEYS[5], id) end
+    if KEYS[5] ~= KEYS[1] then
+      redis.call('SADD', KEYS[5], id)
+      -- A parent that has ended (or is gone) takes its children set with it.
+      local ttl = redis.call('PTTL', KEYS[8])
+      if ttl > 0 then
+        redis.call('PEXPIRE', KEYS[5], ttl)
+      elseif ttl == -2 then
+        redis.call('PEXPIRE', KEYS[5], ARGV[13])
+      end
+    end
   elseif idx == 'rem' then
     redis.call('SREM', KEYS[4], id)
     redis.call('PEXPIRE', KEYS[1], ARGV[13])
     if redis.call('PEXPIRE', KEYS[6], ARGV[13]) == 1 and ARGV[14] ~= '0' then
       redis.call('ZADD', KEYS[2], ARGV[14], '^' .. id)
-      marked = 'marked'
+      kids = children()
     end
   end
 end
 
-if #ARGV >= 15 then
+if ARGV[15] ~= '' then
+  redis.call('ZREM', KEYS[2], '^' .. ARGV[15])
+end
+
+if #ARGV >= 16 then
   -- The retention of a timeline runs from its creation and is renewed whenever a job ends.
-  local n = redis.call('RPUSH', KEYS[7], unpack(ARGV, 15))
-  if n <= #ARGV - 14 or idx == 'rem' then
+  local n = redis.call('RPUSH', KEYS[7], unpack(ARGV, 16))
+  if n <= #ARGV - 15 or idx == 'rem' then
     redis.call('PEXPIRE', KEYS[7], ARGV[13])
   end
 end
-return {'ok', marked}
+return {'ok', kids, parentState()}
