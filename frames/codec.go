@@ -24,40 +24,54 @@ import (
 // offending field by its path (for example tools[2].name), and whose Ref is the frame's id
 // when the frame has a readable one.
 func Decode(b []byte) (Frame, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+	// One validating pass over the whole frame; after it the scanner of scan.go only finds
+	// member boundaries.
+	start := skipSpace(b, 0)
+	if !json.Valid(b) || b[start] != '{' {
 		return nil, badFrame("frame is not a valid JSON object")
 	}
-	var ref string
-	if raw, ok := m["id"]; ok {
-		if id, ok := decodeString(raw); ok && len(id) <= MaxIDLen {
-			ref = id
+	obj := b[start:]
+	var typ, id []byte
+	for s := members(obj); ; {
+		key, val, ok := s.next()
+		if !ok {
+			break
+		}
+		switch name := nameOf(key); string(name) {
+		case "type":
+			typ = val
+		case "id":
+			id = val
 		}
 	}
-	f, err := decodeFrame(m)
+	f, err := decodeFrame(obj, typ)
 	if err != nil {
-		err.Ref = ref
+		if id != nil { // the ref of the error, read only when there is an error
+			if s, ok := decodeString(id); ok && len(s) <= MaxIDLen {
+				err.Ref = s
+			}
+		}
 		return nil, err
 	}
 	return f, nil
 }
 
-// decodeFrame decodes the members of one frame object.
-func decodeFrame(m map[string]json.RawMessage) (Frame, *Error) {
-	raw, ok := m["type"]
-	if !ok || isNull(raw) {
+// decodeFrame decodes the frame object obj whose type member is typ (nil when absent).
+func decodeFrame(obj, typ []byte) (Frame, *Error) {
+	if typ == nil || isNull(typ) {
 		return nil, badFrame("missing required field type")
 	}
-	typ, ok := decodeString(raw)
-	if !ok {
+	if len(typ) < 2 || typ[0] != '"' {
 		return nil, badFrame("field type must be a string")
 	}
-	r := byType[typ]
+	r := byType[string(nameOf(typ))] // no copy of the type string for the lookup
 	if r == nil {
-		return nil, &Error{Code: CodeUnknownFrame, Message: fmt.Sprintf("unknown frame type %q", truncate(typ, 64))}
+		name, _ := decodeString(typ)
+		return nil, &Error{Code: CodeUnknownFrame, Message: fmt.Sprintf("unknown frame type %q", truncate(name, 64))}
 	}
 	v := reflect.New(r.goType)
-	if err := decodeObject(m, r.info, v.Elem(), "", ""); err != nil {
+	var buf [maxStackFields][]byte
+	if err := decodeObject(r.info.values(obj, buf[:0]), r.info, v.Elem(), "", ""); err != nil {
 		return nil, err
 	}
 	f := v.Interface().(Frame)

@@ -2,6 +2,7 @@ package frames
 
 import (
 	"bytes"
+	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -69,6 +70,55 @@ func FuzzDecode(f *testing.F) {
 		fr3, err := Decode(out2)
 		if err != nil || !reflect.DeepEqual(fr2, fr3) {
 			t.Fatalf("not a fixed point: %#v vs %#v (%v)", fr2, fr3, err)
+		}
+	})
+}
+
+// FuzzScan checks the scanner Decode uses against encoding/json: for every valid JSON object,
+// its members (names decoded, the last of repeated names kept) and their values are those
+// encoding/json finds; inside arrays, elements too.
+func FuzzScan(f *testing.F) {
+	for _, raw := range loadExamples(f) {
+		f.Add([]byte(raw))
+	}
+	for _, s := range []string{
+		`{}`, ` { } `, `{"a":1,"a":2}`, `{"\u0061":"x\"y\\","b":[1,{"c":"]"}],"d":-1.5e3,"e":null}`,
+		`{"k":"\\\\","l":"\\\"","m":[[],[{}],"}"] , "n" : true }`, "{\"\xff\":1}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want map[string]json.RawMessage
+		if !json.Valid(b) || json.Unmarshal(b, &want) != nil || want == nil {
+			return
+		}
+		got := map[string]json.RawMessage{}
+		for s := members(b); ; {
+			key, val, ok := s.next()
+			if !ok {
+				break
+			}
+			got[string(nameOf(key))] = val
+		}
+		if len(got) != len(want) {
+			t.Fatalf("members %v, encoding/json %v", got, want)
+		}
+		for k, w := range want {
+			if g, ok := got[k]; !ok || !bytes.Equal(g, w) {
+				t.Fatalf("member %q: %q, encoding/json %q", k, g, w)
+			}
+			var elems []json.RawMessage
+			if len(w) > 0 && w[0] == '[' && json.Unmarshal(w, &elems) == nil {
+				g := elements(w, nil)
+				if len(g) != len(elems) {
+					t.Fatalf("member %q: %d elements, encoding/json %d", k, len(g), len(elems))
+				}
+				for i := range g {
+					if !bytes.Equal(g[i], elems[i]) {
+						t.Fatalf("member %q element %d: %q, encoding/json %q", k, i, g[i], elems[i])
+					}
+				}
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package frames
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -50,6 +51,7 @@ type fieldInfo struct {
 	index    []int        // reflect index path, through embedded structs
 	typ      reflect.Type // Go type of the field
 	kind     fieldKind
+	slot     int         // index of the first field of info with this wire name
 	required bool        // required:"true"
 	object   bool        // kind:"object"
 	isID     bool        // the id of Request: at most MaxIDLen bytes
@@ -60,9 +62,12 @@ type fieldInfo struct {
 type structInfo struct {
 	typ    reflect.Type
 	fields []fieldInfo
-	// labelField and labelNoun name an element of an array in messages, for example
-	// (tool "NAME") for a ToolDecl; see labeler.
-	labelField, labelNoun string
+	// byName indexes fields by wire name (the first field of a name, when two share one).
+	byName map[string]int
+	// labelNoun names an element of an array in messages, by the field at labelSlot, for
+	// example (tool "NAME") for a ToolDecl; see labeler. labelSlot is -1 without a label.
+	labelNoun string
+	labelSlot int
 	// requiredSlices indexes the required slice fields, which Encode writes as [] when nil.
 	requiredSlices []int
 	// encodeCheck is set when Encode has something to check in values of the type: a required
@@ -102,20 +107,28 @@ func buildInfo(t reflect.Type, building map[reflect.Type]*structInfo) *structInf
 	if info := building[t]; info != nil {
 		return info
 	}
-	info := &structInfo{typ: t}
+	info := &structInfo{typ: t, byName: map[string]int{}, labelSlot: -1}
 	building[t] = info
-	if l, ok := reflect.Zero(t).Interface().(labeler); ok {
-		info.labelField, info.labelNoun = l.wireLabel()
-	}
 	collectFields(t, nil, info, building)
 	for i := range info.fields {
 		f := &info.fields[i]
+		if first, ok := info.byName[f.name]; ok {
+			f.slot = first
+		} else {
+			info.byName[f.name], f.slot = i, i
+		}
 		if f.required && (f.kind == kindSliceStruct || f.kind == kindSliceString) {
 			info.requiredSlices = append(info.requiredSlices, i)
 		}
 		if f.isID || f.typ == durationType || (f.kind == kindRaw && (f.required || f.object)) ||
 			(f.elem != nil && f.elem.encodeCheck) {
 			info.encodeCheck = true
+		}
+	}
+	if l, ok := reflect.Zero(t).Interface().(labeler); ok {
+		field, noun := l.wireLabel()
+		if slot, ok := info.byName[field]; ok {
+			info.labelSlot, info.labelNoun = slot, noun
 		}
 	}
 	return info
@@ -199,14 +212,42 @@ func kindOf(t reflect.Type) fieldKind {
 // ---------------------------------------------------------------------------------------------
 // decoding
 
-// decodeObject fills the struct v from the members of one JSON object. path is the object's
-// path in the frame ("" for the frame itself) and lbl the label naming the enclosing element in
-// messages. Members are taken by their exact wire name; other members are ignored.
-func decodeObject(m map[string]json.RawMessage, info *structInfo, v reflect.Value, path, lbl string) *Error {
+// maxStackFields is the number of fields whose member values decoding collects without a heap
+// allocation; every frame type and nested type has fewer.
+const maxStackFields = 16
+
+// values collects the members of the JSON object raw (valid JSON, starting with '{') by field:
+// vals[i] is the value of the member named as info.fields[i] (nil when absent; the last one when
+// a member repeats, as encoding/json does). Other members are ignored. buf, when large enough,
+// holds the result.
+func (info *structInfo) values(raw []byte, buf [][]byte) [][]byte {
+	n := len(info.fields)
+	var vals [][]byte
+	if cap(buf) >= n {
+		vals = buf[:n]
+		clear(vals)
+	} else {
+		vals = make([][]byte, n)
+	}
+	for s := members(raw); ; {
+		key, val, ok := s.next()
+		if !ok {
+			return vals
+		}
+		if i, ok := info.byName[string(nameOf(key))]; ok {
+			vals[i] = val
+		}
+	}
+}
+
+// decodeObject fills the struct v from the member values of one JSON object (see values). path
+// is the object's path in the frame ("" for the frame itself) and lbl the label naming the
+// enclosing element in messages. Members are taken by their exact wire name.
+func decodeObject(vals [][]byte, info *structInfo, v reflect.Value, path, lbl string) *Error {
 	for i := range info.fields {
 		f := &info.fields[i]
-		raw, ok := m[f.name]
-		if !ok || isNull(raw) {
+		raw := vals[f.slot]
+		if raw == nil || isNull(raw) {
 			if f.required {
 				return badFrame("missing required field %s%s", join(path, f.name), lbl)
 			}
@@ -219,8 +260,8 @@ func decodeObject(m map[string]json.RawMessage, info *structInfo, v reflect.Valu
 	return nil
 }
 
-// decodeField decodes raw, a JSON value other than null, into the field f of value fv.
-func decodeField(f *fieldInfo, raw json.RawMessage, fv reflect.Value, path, lbl string) *Error {
+// decodeField decodes raw, a valid JSON value other than null, into the field f of value fv.
+func decodeField(f *fieldInfo, raw []byte, fv reflect.Value, path, lbl string) *Error {
 	switch f.kind {
 	case kindString:
 		s, ok := decodeString(raw)
@@ -255,7 +296,7 @@ func decodeField(f *fieldInfo, raw json.RawMessage, fv reflect.Value, path, lbl 
 		if f.object && raw[0] != '{' {
 			return wrongType(path, f.name, "an object", lbl)
 		}
-		fv.SetBytes(raw)
+		fv.SetBytes(bytes.Clone(raw)) // the frame does not alias the caller's buffer
 	case kindUnmarshaler:
 		if err := fv.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
 			if errors.Is(err, errDuration) {
@@ -264,48 +305,51 @@ func decodeField(f *fieldInfo, raw json.RawMessage, fv reflect.Value, path, lbl 
 			return badFrame("field %s is invalid: %v%s", join(path, f.name), err, lbl)
 		}
 	case kindStruct, kindPtrStruct:
-		sub, ok := decodeMembers(raw)
-		if !ok {
+		if raw[0] != '{' {
 			return wrongType(path, f.name, "an object", lbl)
 		}
 		target := fv
 		if f.kind == kindPtrStruct {
 			target = reflect.New(f.typ.Elem()).Elem()
 		}
-		if err := decodeObject(sub, f.elem, target, join(path, f.name), lbl); err != nil {
+		var buf [maxStackFields][]byte
+		if err := decodeObject(f.elem.values(raw, buf[:0]), f.elem, target, join(path, f.name), lbl); err != nil {
 			return err
 		}
 		if f.kind == kindPtrStruct {
 			fv.Set(target.Addr())
 		}
 	case kindSliceStruct:
-		elems, ok := decodeElements(raw)
-		if !ok {
+		if raw[0] != '[' {
 			return wrongType(path, f.name, "an array", lbl)
 		}
+		var ebuf [8][]byte
+		elems := elements(raw, ebuf[:0])
 		sl := reflect.MakeSlice(f.typ, len(elems), len(elems))
 		at := join(path, f.name)
+		var buf [maxStackFields][]byte
 		for i, e := range elems {
-			sub, ok := decodeMembers(e)
-			if !ok {
+			if e[0] != '{' {
 				return badFrame("field %s must be an object%s", index(at, i), lbl)
 			}
+			vals := f.elem.values(e, buf[:0])
 			elbl := lbl
-			if f.elem.labelField != "" {
-				if name, ok := decodeString(sub[f.elem.labelField]); ok && name != "" {
+			if f.elem.labelSlot >= 0 {
+				if name, ok := decodeString(vals[f.elem.labelSlot]); ok && name != "" {
 					elbl = label(f.elem.labelNoun, name)
 				}
 			}
-			if err := decodeObject(sub, f.elem, sl.Index(i), index(at, i), elbl); err != nil {
+			if err := decodeObject(vals, f.elem, sl.Index(i), index(at, i), elbl); err != nil {
 				return err
 			}
 		}
 		fv.Set(sl)
 	case kindSliceString:
-		elems, ok := decodeElements(raw)
-		if !ok {
+		if raw[0] != '[' {
 			return wrongType(path, f.name, "an array", lbl)
 		}
+		var ebuf [8][]byte
+		elems := elements(raw, ebuf[:0])
 		sl := reflect.MakeSlice(f.typ, len(elems), len(elems))
 		for i, e := range elems {
 			s, ok := decodeString(e)
@@ -374,28 +418,6 @@ func decodeBool(raw []byte) (b, ok bool) {
 		return false, true
 	}
 	return false, false
-}
-
-// decodeMembers decodes a JSON object into its members; ok is false for any other value.
-func decodeMembers(raw []byte) (m map[string]json.RawMessage, ok bool) {
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, false
-	}
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, false
-	}
-	return m, true
-}
-
-// decodeElements decodes a JSON array into its elements; ok is false for any other value.
-func decodeElements(raw []byte) (elems []json.RawMessage, ok bool) {
-	if len(raw) == 0 || raw[0] != '[' {
-		return nil, false
-	}
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil, false
-	}
-	return elems, true
 }
 
 // ---------------------------------------------------------------------------------------------
