@@ -13,7 +13,7 @@ import (
 // the job is cancelled or times out (exactly once, with the transition), and the agent's side
 // of the job (placeholder, result, prompts).
 func (s *Session) handleChange(c jobs.Change) {
-	s.node.metrics.changes.WithLabelValues(string(c.Event)).Inc()
+	s.node.metrics.changed(c.Event)
 	if s.ended {
 		return
 	}

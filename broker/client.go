@@ -3,6 +3,7 @@ package broker
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -51,11 +52,11 @@ func (c *Client) Receive(data []byte) {
 	c.violations = 0
 	f, err := frames.Decode(data)
 	if err != nil {
-		e := err.(*frames.Error)
+		e := decodeError(err)
 		c.session.post(func() { c.session.clientError(c, e) })
 		return
 	}
-	c.session.node.metrics.framesIn.WithLabelValues(f.FrameType()).Inc()
+	c.session.node.metrics.frameReceived(f.FrameType())
 	c.session.post(func() { c.session.handleFrame(c, f) })
 }
 
@@ -74,6 +75,25 @@ func (c *Client) ReceiveAudio(data []byte) {
 		s.voice.callerAudio(chunk)
 		s.voice.m.CallerAudio(chunk)
 	})
+}
+
+// decodeError is the error frame answering a frame frames.Decode refused (always a
+// *frames.Error with its ref; anything else is answered as bad_frame).
+func decodeError(err error) *frames.Error {
+	var e *frames.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return frames.Errorf(frames.CodeBadFrame, "%v", err)
+}
+
+// requestID is the id of a decoded client frame ("" when it has none), for the ref of its
+// answer (SPEC 2).
+func requestID(f frames.Frame) string {
+	if r, ok := f.(interface{ RequestID() string }); ok {
+		return r.RequestID()
+	}
+	return ""
 }
 
 // frameID reads the id of a frame that is not decoded ("" when it has none).
@@ -127,12 +147,13 @@ func (c *Client) Dropped() {
 func (n *Node) Hello(tr Transport, data []byte) *Client {
 	f, err := frames.Decode(data)
 	if err != nil {
-		n.refuse(tr, err.(*frames.Error))
+		n.refuse(tr, decodeError(err))
 		return nil
 	}
 	h, ok := f.(*frames.Hello)
 	if !ok {
 		e := frames.Errorf(frames.CodeBadFrame, "the first frame must be hello, got %s", f.FrameType())
+		e.Ref = requestID(f) // SPEC 2: the answer to a frame carries its id
 		n.refuse(tr, e)
 		return nil
 	}
@@ -148,7 +169,9 @@ func (n *Node) Hello(tr Transport, data []byte) *Client {
 	}
 	reply := make(chan result, 1)
 	if !s.post(func() { c, e := s.attach(h, tr, created); reply <- result{c, e} }) {
-		n.refuse(tr, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", s.id))
+		e := frames.Errorf(frames.CodeSessionEnded, "session %s has ended", s.id)
+		e.Ref = h.ID
+		n.refuse(tr, e)
 		return nil
 	}
 	r := <-reply

@@ -19,10 +19,7 @@ func (s *Session) handleFrame(c *Client, f frames.Frame) {
 		return
 	}
 	sl := c.slot
-	ref := ""
-	if r, ok := f.(interface{ RequestID() string }); ok {
-		ref = r.RequestID()
-	}
+	ref := requestID(f)
 	if dir, _ := frames.DirectionOf(f.FrameType()); dir != frames.ClientToBroker {
 		s.sendError(sl, ref, frames.Errorf(frames.CodeBadFrame, "%s is a frame the broker sends, not one it receives", f.FrameType()))
 		return

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,8 +16,10 @@ import (
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-// HTTP answers every error with the body { "code", "message" } and a code of SPEC 2.1.
-func httpError(w http.ResponseWriter, status int, code frames.Code, msg string) {
+// WriteHTTPError answers an HTTP request with status and the error body of SPEC 3.1,
+// { "code", "message" }, code being one of SPEC 2.1. Every HTTP handler of the broker (and of its
+// WebRTC and MCP front ends) answers its errors with it.
+func WriteHTTPError(w http.ResponseWriter, status int, code frames.Code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"code": string(code), "message": msg})
@@ -27,8 +31,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// bearer returns the token of an Authorization: Bearer header.
-func bearer(r *http.Request) string {
+// BearerToken returns the token of the request's Authorization: Bearer header ("" when it has
+// none; the scheme is matched without regard to case).
+func BearerToken(r *http.Request) string {
 	h := r.Header.Get("Authorization")
 	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		return strings.TrimSpace(h[7:])
@@ -53,7 +58,32 @@ func (n *Node) Handler(ws http.Handler, extra func(mux *http.ServeMux)) http.Han
 	if extra != nil {
 		extra(mux)
 	}
+	// Everything else under /v1/ is an API resource too: its errors have the JSON body of
+	// SPEC 3.1, not the mux's plain-text 404 and 405.
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) { apiNotFound(mux, w, r) })
 	return mux
+}
+
+// apiNotFound answers a request under /v1/ that no route serves: 405 when the path exists for
+// another method, else 404 not_found.
+func apiNotFound(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/v1/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		WriteHTTPError(w, http.StatusMethodNotAllowed, frames.CodeBadFrame, r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", "))
+		return
+	}
+	WriteHTTPError(w, http.StatusNotFound, frames.CodeNotFound, "no resource "+r.URL.Path)
 }
 
 // sessionRequest is the body of POST /v1/sessions (SPEC 3.1).
@@ -71,27 +101,42 @@ type ModelConfig struct {
 
 // createSession is POST /v1/sessions.
 func (n *Node) createSession(w http.ResponseWriter, r *http.Request) {
-	tenant, ok := n.tenantOf(bearer(r))
+	tenant, ok := n.tenantOf(BearerToken(r))
 	if !ok {
-		httpError(w, http.StatusUnauthorized, frames.CodeUnauthorized, "a valid API key is required: Authorization: Bearer KEY")
+		WriteHTTPError(w, http.StatusUnauthorized, frames.CodeUnauthorized, "a valid API key is required: Authorization: Bearer KEY")
 		return
 	}
 	var req sessionRequest
 	body := http.MaxBytesReader(w, r.Body, int64(n.cfg.Limits.MaxFrameBytes))
 	raw := new(bytes.Buffer)
 	if _, err := raw.ReadFrom(body); err != nil {
-		httpError(w, http.StatusBadRequest, frames.CodeBadFrame, "the body could not be read: "+err.Error())
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			WriteHTTPError(w, http.StatusRequestEntityTooLarge, frames.CodeLimitExceeded,
+				fmt.Sprintf("the body is over the limit of %d bytes", tooBig.Limit))
+			return
+		}
+		WriteHTTPError(w, http.StatusBadRequest, frames.CodeBadFrame, "the body could not be read: "+err.Error())
 		return
 	}
-	if len(bytes.TrimSpace(raw.Bytes())) > 0 {
-		dec := json.NewDecoder(raw)
+	if text := bytes.TrimSpace(raw.Bytes()); len(text) > 0 {
+		const shape = "the body must be one JSON object {model?, metadata?}"
+		if text[0] != '{' {
+			WriteHTTPError(w, http.StatusBadRequest, frames.CodeBadFrame, shape)
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(text))
 		if err := dec.Decode(&req); err != nil {
-			httpError(w, http.StatusBadRequest, frames.CodeBadFrame, "the body must be a JSON object {model?, metadata?}: "+err.Error())
+			WriteHTTPError(w, http.StatusBadRequest, frames.CodeBadFrame, shape+": "+err.Error())
+			return
+		}
+		if dec.More() || dec.InputOffset() != int64(len(text)) {
+			WriteHTTPError(w, http.StatusBadRequest, frames.CodeBadFrame, shape+": something follows it")
 			return
 		}
 	}
 	if m := req.Model; m != nil && m.Kind != "" && m.Kind != "scripted" && m.Kind != "openai" {
-		httpError(w, http.StatusBadRequest, frames.CodeBadFrame, `field model.kind must be one of scripted, openai`)
+		WriteHTTPError(w, http.StatusBadRequest, frames.CodeBadFrame, `field model.kind must be one of scripted, openai`)
 		return
 	}
 	var mc ModelConfig
@@ -99,12 +144,12 @@ func (n *Node) createSession(w http.ResponseWriter, r *http.Request) {
 		mc = *req.Model
 	}
 	if mc.Kind != "" && n.cfg.Models[mc.Kind] == nil {
-		httpError(w, http.StatusBadRequest, frames.CodeBadFrame, "field model.kind "+mc.Kind+" is not configured on this server")
+		WriteHTTPError(w, http.StatusBadRequest, frames.CodeBadFrame, "field model.kind "+mc.Kind+" is not configured on this server")
 		return
 	}
 	s, err := n.CreateSession(tenant, mc)
 	if err != nil {
-		httpError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
+		WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{
@@ -132,13 +177,13 @@ func (n *Node) callerURL(r *http.Request, s *Session) string {
 // authorizeSession checks a request for a session resource. It writes the error and returns
 // false when the request may not see it.
 func (n *Node) authorizeSession(w http.ResponseWriter, r *http.Request, id string) (tenant string, ok bool) {
-	tenant, _, e := n.AuthorizeSession(id, bearer(r))
+	tenant, _, e := n.AuthorizeSession(id, BearerToken(r))
 	if e != nil {
 		status := http.StatusUnauthorized
 		if e.Code == frames.CodeNotFound {
 			status = http.StatusNotFound
 		}
-		httpError(w, status, e.Code, e.Message)
+		WriteHTTPError(w, status, e.Code, e.Message)
 		return "", false
 	}
 	return tenant, true
@@ -194,7 +239,7 @@ func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
 	}
 	entries, err := n.engine.Timeline(r.Context(), tenant, id, 0)
 	if err != nil {
-		httpError(w, http.StatusServiceUnavailable, frames.CodeInternal, "the store is not reachable; try again")
+		WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, "the store is not reachable; try again")
 		return
 	}
 	if entries == nil {
@@ -266,7 +311,7 @@ func (n *Node) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := n.store.Ping(ctx); err != nil {
-		httpError(w, http.StatusServiceUnavailable, frames.CodeInternal, "store not reachable: "+err.Error())
+		WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, "store not reachable: "+err.Error())
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

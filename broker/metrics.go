@@ -6,6 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // metrics are the node's Prometheus metrics (SPEC 16), on a registry of its own.
@@ -20,7 +23,20 @@ type metrics struct {
 	// narrationDelay is the time from the floor becoming free with an item queued (or the
 	// item being queued on a free floor) to the broker's request of its response (SPEC 8).
 	narrationDelay prometheus.Histogram
+
+	// The counters of every known label value, looked up once at start: the per-frame and
+	// per-transition paths read these maps (never written afterwards) instead of hashing the
+	// label and taking the vector's lock on every count.
+	frameCounters  map[string]prometheus.Counter
+	changeCounters map[jobs.Event]prometheus.Counter
 }
+
+// jobEvents are the events of jobs.Change, for the transitions counter.
+var jobEvents = []jobs.Event{jobs.EventCreated, jobs.EventApproved, jobs.EventDeferred, jobs.EventProgress,
+	jobs.EventPartial, jobs.EventInteractionOpened, jobs.EventInteractionClosed, jobs.EventPermissionAsked,
+	jobs.EventPermissionHeld, jobs.EventCompleted, jobs.EventFailed, jobs.EventCancelled, jobs.EventTimedOut,
+	jobs.EventDeclined, jobs.EventLateResultDropped, jobs.EventDuplicateCancel, jobs.EventDeferRejected,
+	jobs.EventRecorded}
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -43,7 +59,35 @@ func newMetrics() *metrics {
 	}
 	m.registry.MustRegister(m.sessions, m.connections, m.framesIn, m.framesOut, m.errors, m.changes, m.narrationDelay,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.frameCounters = make(map[string]prometheus.Counter)
+	for _, typ := range frames.Types() {
+		if dir, _ := frames.DirectionOf(typ); dir == frames.ClientToBroker {
+			m.frameCounters[typ] = m.framesIn.WithLabelValues(typ)
+		}
+	}
+	m.changeCounters = make(map[jobs.Event]prometheus.Counter, len(jobEvents))
+	for _, e := range jobEvents {
+		m.changeCounters[e] = m.changes.WithLabelValues(string(e))
+	}
 	return m
+}
+
+// frameReceived counts one client frame of type typ.
+func (m *metrics) frameReceived(typ string) {
+	if c, ok := m.frameCounters[typ]; ok {
+		c.Inc()
+		return
+	}
+	m.framesIn.WithLabelValues(typ).Inc()
+}
+
+// changed counts one job change of event e.
+func (m *metrics) changed(e jobs.Event) {
+	if c, ok := m.changeCounters[e]; ok {
+		c.Inc()
+		return
+	}
+	m.changes.WithLabelValues(string(e)).Inc()
 }
 
 func (m *metrics) handler() http.Handler {

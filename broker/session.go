@@ -152,8 +152,9 @@ func (s *Session) send(sl *Slot, f frames.Frame) int64 {
 	data, err := frames.Encode(f)
 	if err != nil {
 		s.node.log.Error("broker: encode frame", "type", f.FrameType(), "err", err)
-		data, _ = frames.Encode(frames.Errorf(frames.CodeInternal, "internal error encoding a %s frame", f.FrameType()))
-		f = &frames.Error{}
+		ie := frames.Errorf(frames.CodeInternal, "internal error encoding a %s frame", f.FrameType())
+		data, _ = frames.Encode(ie)
+		f = ie
 	}
 	typ := f.FrameType()
 	of := sl.out.push(func(seq int64) []byte { return withSeq(data, typ, seq) })

@@ -120,10 +120,22 @@ func compileSchemaText(raw json.RawMessage) (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	c := jsonschema.NewCompiler()
+	c.UseLoader(selfContained{})
 	if err := c.AddResource("parameters.json", doc); err != nil {
 		return nil, err
 	}
 	return c.Compile("parameters.json")
+}
+
+// selfContained is the schema loader of tool parameters: it refuses every reference outside
+// the declaration (the draft meta-schemas are built in). A declaration must never make the
+// broker read a local file or fetch a URL — the default loader reads file: URLs, and a client
+// could name /dev/zero or a secret.
+type selfContained struct{}
+
+// Load refuses url.
+func (selfContained) Load(url string) (any, error) {
+	return nil, fmt.Errorf("only references within parameters itself are allowed, not %s", url)
 }
 
 // checkArguments validates arguments against the tool's parameters. The message names the

@@ -29,7 +29,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -152,24 +151,12 @@ func capabilities() *sdk.ServerCapabilities {
 	return &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}}
 }
 
-func httpError(w http.ResponseWriter, status int, code frames.Code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"code": string(code), "message": msg})
-}
-
 // ServeHTTP authenticates the request, binds the MCP session an initialize creates to its
 // Backchannel session, and hands the request to the SDK's Streamable HTTP transport.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	tok := r.Header.Get("Authorization")
-	if len(tok) > 7 && strings.EqualFold(tok[:7], "bearer ") {
-		tok = strings.TrimSpace(tok[7:])
-	} else {
-		tok = ""
-	}
-	tenant, ok := h.node.Tenant(tok)
+	tenant, ok := h.node.Tenant(broker.BearerToken(r))
 	if !ok {
-		httpError(w, http.StatusUnauthorized, frames.CodeUnauthorized, "a valid API key is required: Authorization: Bearer KEY")
+		broker.WriteHTTPError(w, http.StatusUnauthorized, frames.CodeUnauthorized, "a valid API key is required: Authorization: Bearer KEY")
 		return
 	}
 	if id := r.Header.Get(mcpSessionHeader); id != "" {
@@ -177,7 +164,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b := h.sessions[id]
 		h.mu.Unlock()
 		if b == nil || b.tenant != tenant {
-			httpError(w, http.StatusNotFound, frames.CodeNotFound, "no such MCP session")
+			broker.WriteHTTPError(w, http.StatusNotFound, frames.CodeNotFound, "no such MCP session")
 			return
 		}
 		switch r.Method {
@@ -199,11 +186,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
 	if err != nil {
-		httpError(w, http.StatusBadRequest, frames.CodeBadFrame, "reading the request body: "+err.Error())
+		broker.WriteHTTPError(w, http.StatusBadRequest, frames.CodeBadFrame, "reading the request body: "+err.Error())
 		return
 	}
 	if len(body) > maxBodyBytes {
-		httpError(w, http.StatusRequestEntityTooLarge, frames.CodeLimitExceeded, "the request body is over the limit of 4 MiB")
+		broker.WriteHTTPError(w, http.StatusRequestEntityTooLarge, frames.CodeLimitExceeded, "the request body is over the limit of 4 MiB")
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -222,13 +209,13 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant stri
 	port, err := h.node.AttachAgent(tenant, r.Header.Get(SessionHeader))
 	switch {
 	case errors.Is(err, broker.ErrUnknownSession):
-		httpError(w, http.StatusNotFound, frames.CodeNotFound, "no session "+r.Header.Get(SessionHeader))
+		broker.WriteHTTPError(w, http.StatusNotFound, frames.CodeNotFound, "no session "+r.Header.Get(SessionHeader))
 		return
 	case errors.Is(err, broker.ErrAgentAttached):
-		httpError(w, http.StatusForbidden, frames.CodeForbidden, err.Error())
+		broker.WriteHTTPError(w, http.StatusForbidden, frames.CodeForbidden, err.Error())
 		return
 	case err != nil:
-		httpError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
+		broker.WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
 		return
 	}
 	b := &binding{tenant: tenant, id: rand.Text(), port: port}

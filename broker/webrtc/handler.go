@@ -33,7 +33,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -107,7 +106,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, resource, ok := parsePath(r.URL.Path)
 	if !ok {
-		httpError(w, http.StatusNotFound, frames.CodeNotFound, "no such resource: "+r.URL.Path)
+		broker.WriteHTTPError(w, http.StatusNotFound, frames.CodeNotFound, "no such resource: "+r.URL.Path)
 		return
 	}
 	switch {
@@ -115,14 +114,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.offer(w, r, id)
 	case resource == "":
 		w.Header().Set("Allow", http.MethodPost)
-		httpError(w, http.StatusMethodNotAllowed, frames.CodeBadFrame, "POST an SDP offer here")
+		broker.WriteHTTPError(w, http.StatusMethodNotAllowed, frames.CodeBadFrame, "POST an SDP offer here")
 	case r.Method == http.MethodDelete:
 		h.hangUp(w, r, id, resource)
 	default:
 		// PATCH (trickle ICE, ICE restart) is not supported: answers carry every candidate, and
 		// a new peer connection resumes the session.
 		w.Header().Set("Allow", http.MethodDelete)
-		httpError(w, http.StatusMethodNotAllowed, frames.CodeBadFrame, "only DELETE (hang up) is supported on a peer connection's resource")
+		broker.WriteHTTPError(w, http.StatusMethodNotAllowed, frames.CodeBadFrame, "only DELETE (hang up) is supported on a peer connection's resource")
 	}
 }
 
@@ -146,35 +145,35 @@ func parsePath(p string) (id, resource string, ok bool) {
 func (h *Handler) offer(w http.ResponseWriter, r *http.Request, id string) {
 	a := h.authorize(r, id)
 	if a.err != nil {
-		httpError(w, a.status, a.err.Code, a.err.Message)
+		broker.WriteHTTPError(w, a.status, a.err.Code, a.err.Message)
 		return
 	}
 	if !a.live {
-		httpError(w, http.StatusGone, frames.CodeSessionEnded, "session "+id+" has ended")
+		broker.WriteHTTPError(w, http.StatusGone, frames.CodeSessionEnded, "session "+id+" has ended")
 		return
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/sdp" {
-		httpError(w, http.StatusUnsupportedMediaType, frames.CodeBadFrame, "the body must be an SDP offer: Content-Type: application/sdp")
+		broker.WriteHTTPError(w, http.StatusUnsupportedMediaType, frames.CodeBadFrame, "the body must be an SDP offer: Content-Type: application/sdp")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxOfferBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			httpError(w, http.StatusRequestEntityTooLarge, frames.CodeLimitExceeded, "the SDP offer is over 256 KiB")
+			broker.WriteHTTPError(w, http.StatusRequestEntityTooLarge, frames.CodeLimitExceeded, "the SDP offer is over 256 KiB")
 			return
 		}
-		httpError(w, http.StatusBadRequest, frames.CodeBadFrame, "the body could not be read: "+err.Error())
+		broker.WriteHTTPError(w, http.StatusBadRequest, frames.CodeBadFrame, "the body could not be read: "+err.Error())
 		return
 	}
 	p, err := h.newPeer(id)
 	if err != nil {
 		if errors.Is(err, errClosed) {
-			httpError(w, http.StatusServiceUnavailable, frames.CodeInternal, "the broker is shutting down; try again")
+			broker.WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, "the broker is shutting down; try again")
 			return
 		}
 		h.log.Error("webrtc: new peer connection", "session", id, "err", err)
-		httpError(w, http.StatusInternalServerError, frames.CodeInternal, "the peer connection could not be created")
+		broker.WriteHTTPError(w, http.StatusInternalServerError, frames.CodeInternal, "the peer connection could not be created")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.GatherTimeout)
@@ -184,17 +183,17 @@ func (h *Handler) offer(w http.ResponseWriter, r *http.Request, id string) {
 		p.Abort()
 		var bad badOffer
 		if errors.As(err, &bad) {
-			httpError(w, http.StatusBadRequest, frames.CodeBadFrame, bad.Error())
+			broker.WriteHTTPError(w, http.StatusBadRequest, frames.CodeBadFrame, bad.Error())
 			return
 		}
 		if errors.Is(err, errNoCandidates) {
 			h.log.Warn("webrtc: no ICE candidate could be gathered: are all ports of the UDP port range in use?", "session", id)
-			httpError(w, http.StatusServiceUnavailable, frames.CodeInternal,
+			broker.WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal,
 				"no ICE candidate could be gathered (every UDP port of the broker's range may be in use); try again later")
 			return
 		}
 		h.log.Warn("webrtc: negotiation failed", "session", id, "err", err)
-		httpError(w, http.StatusInternalServerError, frames.CodeInternal, "negotiation failed: "+err.Error())
+		broker.WriteHTTPError(w, http.StatusInternalServerError, frames.CodeInternal, "negotiation failed: "+err.Error())
 		return
 	}
 	w.Header().Set("Location", "/v1/sessions/"+id+"/webrtc/"+p.id)
@@ -211,7 +210,7 @@ func (h *Handler) offer(w http.ResponseWriter, r *http.Request, id string) {
 func (h *Handler) hangUp(w http.ResponseWriter, r *http.Request, id, resource string) {
 	a := h.authorize(r, id)
 	if a.err != nil {
-		httpError(w, a.status, a.err.Code, a.err.Message)
+		broker.WriteHTTPError(w, a.status, a.err.Code, a.err.Message)
 		return
 	}
 	h.mu.Lock()
@@ -221,7 +220,7 @@ func (h *Handler) hangUp(w http.ResponseWriter, r *http.Request, id, resource st
 		p = nil
 	}
 	if !h.hangUpSession(a, id, p) {
-		httpError(w, http.StatusNotImplemented, frames.CodeInternal,
+		broker.WriteHTTPError(w, http.StatusNotImplemented, frames.CodeInternal,
 			"this broker can hang up only through an attached peer connection; send session.end on the data channel")
 		return
 	}
@@ -287,22 +286,6 @@ func (h *Handler) Wait(ctx context.Context) error {
 		h.muxDone.Do(func() { closeMux(h.mux) })
 	}
 	return nil
-}
-
-// httpError answers with the body { "code", "message" } of SPEC 3.1.
-func httpError(w http.ResponseWriter, status int, code frames.Code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"code": string(code), "message": msg})
-}
-
-// bearer returns the token of an Authorization: Bearer header.
-func bearer(r *http.Request) string {
-	v := r.Header.Get("Authorization")
-	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
-		return strings.TrimSpace(v[7:])
-	}
-	return ""
 }
 
 // newResourceID returns 128 random bits, base64url.

@@ -37,7 +37,7 @@ type authorization struct {
 
 // authorize checks the bearer token of r for session id.
 func (h *Handler) authorize(r *http.Request, id string) authorization {
-	token := bearer(r)
+	token := broker.BearerToken(r)
 	if h.authorizer != nil {
 		tenant, live, e := h.authorizer.AuthorizeSession(id, token)
 		if e != nil {

@@ -147,6 +147,7 @@ type Conn struct {
 	done     chan struct{} // closed when the reader stopped
 	closeErr error
 	status   websocket.StatusCode
+	audio    int // binary messages received
 }
 
 // Dial opens a WebSocket connection to wsURL (ws://HOST:PORT/v1/ws) without sending anything.
@@ -218,11 +219,17 @@ func (c *Conn) cleanup() {
 	}
 }
 
-// read queues every message until the connection ends.
+// read queues every text message until the connection ends, and counts binary ones.
 func (c *Conn) read() {
 	defer close(c.done)
 	for {
-		_, data, err := c.ws.Read(context.Background())
+		typ, data, err := c.ws.Read(context.Background())
+		if err == nil && typ == websocket.MessageBinary {
+			c.mu.Lock()
+			c.audio++ // agent audio (SPEC 17): not a frame, no seq
+			c.mu.Unlock()
+			continue
+		}
 		if err != nil {
 			c.mu.Lock()
 			c.closeErr = err
@@ -265,6 +272,14 @@ func (c *Conn) checkSeq(f Frame) {
 	c.lastSeq = seq
 }
 
+// Audio is the number of binary messages (agent audio, SPEC 17) received so far; they are not
+// frames and are not queued.
+func (c *Conn) Audio() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.audio
+}
+
 // LastSeq is the seq of the newest frame received (what a resuming client sends as last_seq).
 func (c *Conn) LastSeq() int64 {
 	c.mu.Lock()
@@ -277,6 +292,13 @@ func (c *Conn) SendRaw(data []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return c.ws.Write(ctx, websocket.MessageText, data)
+}
+
+// SendBinary sends one binary message (caller audio, SPEC 17) as it is.
+func (c *Conn) SendBinary(data []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.ws.Write(ctx, websocket.MessageBinary, data)
 }
 
 // Send sends v as one text message: []byte and string as they are, a frames.Frame through

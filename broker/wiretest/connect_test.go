@@ -60,7 +60,8 @@ func TestCreateSessionHTTP(t *testing.T) {
 			t.Errorf("POST with Authorization: Basic: status %d, want 401", resp.StatusCode)
 		}
 
-		for _, body := range []string{`{"model":`, `[1,2]`, `"x"`, `{"model":"scripted"}`, `{"metadata":[1]}`, `{"model":{"kind":"bogus"}}`, "\x00\x01"} {
+		for _, body := range []string{`{"model":`, `[1,2]`, `"x"`, `{"model":"scripted"}`, `{"metadata":[1]}`, `{"model":{"kind":"bogus"}}`, "\x00\x01",
+			`null`, `{} x`, `{}{}`, `{"model":{"kind":"scripted"}} {"metadata":{}}`} {
 			status, _, data := HTTPDo(t, "POST", url, brokertest.KeyA, "application/json", body)
 			checkHTTPError(t, "POST malformed "+body, status, data, http.StatusBadRequest, "bad_frame")
 		}
@@ -183,8 +184,8 @@ func TestHello(t *testing.T) {
 		// The first frame must be hello.
 		first := Dial(t, b.WSURL, "no-hello")
 		first.Send(map[string]any{"type": "tool_progress", "id": "p", "handle": "h", "note": "x"})
-		if e := first.Expect("error"); e.Str("code") != "bad_frame" {
-			t.Errorf("a first frame that is not hello: %s, want bad_frame", e)
+		if e := first.Expect("error"); e.Str("code") != "bad_frame" || e.Str("ref") != "p" {
+			t.Errorf("a first frame that is not hello: %s, want bad_frame with ref p (SPEC 2: an answer carries the frame's id)", e)
 		}
 		first.ExpectClosed(websocket.StatusPolicyViolation)
 

@@ -2,6 +2,8 @@ package wiretest
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +48,11 @@ func TestToolDeclarations(t *testing.T) {
 	eachStore(t, broker.Config{BackgroundAfter: 30 * time.Second}, func(t *testing.T, b *brokertest.Broker) {
 		s := newSession(t, b, brokertest.KeyA)
 		h := s.host("host")
+		// A schema file on the broker's disk: parameters may not reference it (nor any URL).
+		outside := filepath.Join(t.TempDir(), "schema.json")
+		if err := os.WriteFile(outside, []byte(`{"type":"object"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		typed := map[string]any{"type": "object", "properties": map[string]any{"count": map[string]any{"type": "integer", "minimum": 1}},
 			"required": []string{"count"}}
 		d := declare(t, h, decl("zeta"), decl("alpha", "timeout", "90s"), decl("mid", "timeout", 1500, "deferred", true, "deferred_timeout", "2h"),
@@ -96,6 +103,9 @@ func TestToolDeclarations(t *testing.T) {
 			{[]map[string]any{decl("forever", "deferred", true, "deferred_timeout", "25h")}, []string{"forever", "deferred_timeout"}},
 			{[]map[string]any{decl("sneaky", "deferred_timeout", "1h")}, []string{"sneaky", "deferred_timeout"}},
 			{[]map[string]any{decl("schemaless", "parameters", map[string]any{"type": 17})}, []string{"schemaless", "parameters"}},
+			{[]map[string]any{decl("fileref", "parameters", map[string]any{"$ref": "file://" + outside})}, []string{"fileref", "parameters"}},
+			{[]map[string]any{decl("pathref", "parameters", map[string]any{"type": "object", "properties": map[string]any{"x": map[string]any{"$ref": outside}}})}, []string{"pathref", "parameters"}},
+			{[]map[string]any{decl("urlref", "parameters", map[string]any{"$ref": b.URL + "/healthz"})}, []string{"urlref", "parameters"}},
 			{[]map[string]any{decl("twice"), decl("twice")}, []string{"twice"}},
 			{[]map[string]any{decl("vague", "expected_duration", "forever")}, []string{"vague", "expected_duration"}},
 			{[]map[string]any{decl("badtime", "timeout", "soon")}, []string{"badtime", "timeout"}},

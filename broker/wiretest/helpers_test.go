@@ -260,9 +260,10 @@ func (s *session) attach(name, role string, tools []map[string]any) *Conn {
 		s.t.Fatalf("%s: hello answered %s", name, w)
 	}
 	if tools != nil {
-		d := c.Expect("tools.declared")
-		if d.Str("ref") != id || len(d.Arr("names")) != len(tools) {
-			s.t.Fatalf("%s: tools in hello answered %s, want tools.declared with ref %q and %d names", name, d, id, len(tools))
+		// SPEC 3.2: answered by tools.declared right after the welcome (the slot's first frame).
+		d := c.Next()
+		if d.Type != "tools.declared" || d.Int("seq") != 1 || d.Str("ref") != id || len(d.Arr("names")) != len(tools) {
+			s.t.Fatalf("%s: tools in hello answered %s, want tools.declared right after the welcome (seq 1) with ref %q and %d names", name, d, id, len(tools))
 		}
 	}
 	return c

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -59,15 +60,18 @@ func NewHandler(node *broker.Node, opts Options) *Handler {
 
 // ServeHTTP accepts one WebSocket connection and runs it until it ends.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Counted before the upgrade: once the connection is hijacked, http.Server.Shutdown no
+	// longer waits for it, and Wait must.
+	h.wg.Add(1)
 	wc, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		// Clients authenticate with keys and tokens inside the protocol, never with cookies,
 		// so pages of any origin may connect (the browser SDK).
 		InsecureSkipVerify: true,
 	})
 	if err != nil {
+		h.wg.Done()
 		return
 	}
-	h.wg.Add(1)
 	defer h.wg.Done()
 	cfg := h.node.Config()
 	wc.SetReadLimit(h.opts.HardReadLimit)
@@ -267,7 +271,7 @@ func (c *conn) run(h *Handler, node *broker.Node, helloTimeout, heartbeat time.D
 	defer cancel()
 	first, err := c.readHello(ctx, helloTimeout)
 	if err != nil {
-		c.Close(broker.StatusPolicy, "hello expected within 10 s")
+		c.Close(broker.StatusPolicy, fmt.Sprintf("hello expected within %v", helloTimeout))
 		c.waitWriter()
 		return
 	}
@@ -280,17 +284,19 @@ func (c *conn) run(h *Handler, node *broker.Node, helloTimeout, heartbeat time.D
 	h.beats.add(c, heartbeat)
 	defer h.beats.remove(c)
 	for {
-		data, size, binary, err := c.read(ctx)
+		m, err := c.read(ctx)
 		if err != nil {
 			break
 		}
 		switch {
-		case binary:
-			client.ReceiveAudio(data)
-		case data == nil:
-			client.Oversized(size)
+		case m.oversized && m.binary:
+			// caller audio is 20 ms a message: one over the frame limit is dropped
+		case m.oversized:
+			client.Oversized(m.size)
+		case m.binary:
+			client.ReceiveAudio(m.data)
 		default:
-			client.Receive(data)
+			client.Receive(m.data)
 		}
 	}
 	client.Dropped()
@@ -309,9 +315,9 @@ func (c *conn) readHello(ctx context.Context, timeout time.Duration) ([]byte, er
 	ch := make(chan res, 1)
 	go func() {
 		for {
-			data, _, binary, err := c.read(ctx)
-			if err != nil || (data != nil && !binary) {
-				ch <- res{data, err}
+			m, err := c.read(ctx)
+			if err != nil || (!m.oversized && !m.binary) {
+				ch <- res{m.data, err}
 				return
 			}
 		}
@@ -324,30 +330,37 @@ func (c *conn) readHello(ctx context.Context, timeout time.Duration) ([]byte, er
 	}
 }
 
+// message is one message read from the connection.
+type message struct {
+	data      []byte // the message (nil when oversized)
+	size      int    // its size in bytes
+	binary    bool   // caller audio rather than a text frame
+	oversized bool   // over the frame limit: discarded as it arrived
+}
+
 // read returns the next message: a text frame, or (binary) caller audio. A message over the
-// frame limit is discarded as it arrives and reported with data nil and its size.
-func (c *conn) read(ctx context.Context) (data []byte, size int, binary bool, err error) {
+// frame limit is discarded as it arrives and reported as oversized, with its size.
+func (c *conn) read(ctx context.Context) (message, error) {
 	typ, r, err := c.ws.Reader(ctx)
 	if err != nil {
-		return nil, 0, false, err
+		return message{}, err
 	}
-	binary = typ == websocket.MessageBinary
+	m := message{binary: typ == websocket.MessageBinary}
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(r, int64(c.frameLimit)+1))
 	if err != nil {
-		return nil, 0, binary, err
+		return message{}, err
 	}
 	if n > int64(c.frameLimit) {
 		rest, err := io.Copy(io.Discard, r)
 		if err != nil {
-			return nil, 0, binary, err
+			return message{}, err
 		}
-		if binary {
-			return nil, int(n + rest), true, nil // an oversized audio message is dropped
-		}
-		return nil, int(n + rest), false, nil
+		m.size, m.oversized = int(n+rest), true
+		return m, nil
 	}
-	return buf.Bytes(), int(n), binary, nil
+	m.data, m.size = buf.Bytes(), int(n)
+	return m, nil
 }
 
 // heartbeats pings every attached connection every heartbeat interval from one goroutine per
