@@ -58,11 +58,36 @@ func (v *voice) nextPermission() {
 	v.updateAutoRespond()
 }
 
-// queueAsk queues the ask, or the clarification after a hold, ahead of everything else.
+// queueAsk queues the ask, or the clarification after a hold, ahead of everything else. A
+// clarification still queued from an earlier hold is replaced: the caller hears one.
 func (p *permission) queueAsk(kind model.Kind) {
 	p.phase = permQueued
+	p.unqueue()
 	p.v.queueItem(&narration.Item{Kind: narration.PermissionAsk, CallID: p.callID, Attempt: 1,
 		Payload: &itemData{req: model.Request{Kind: kind, Name: p.vc.name, Args: p.vc.args}}})
+}
+
+// unqueue withdraws the job's ask or clarification if it still waits for the floor.
+func (p *permission) unqueue() {
+	p.v.queue.Remove(func(it *narration.Item) bool {
+		return it.Kind == narration.PermissionAsk && it.CallID == p.callID
+	})
+}
+
+// notAsked: the ask (or clarification) ended without reaching the caller. Skipped for want of a
+// free floor (SPEC 8 floor_timeout), it is queued again — the permission clock runs only from the
+// end of a spoken ask, so a dropped ask would leave the call waiting for ever. Refused by the
+// model, it is not retried (the model may be gone for good): the permission clock starts now, so
+// that the call is declined by permission_timeout (silence is never approval).
+func (p *permission) notAsked(it *narration.Item, e narration.Ending) {
+	if e == narration.NoFloor {
+		p.queueAsk(it.Payload.(*itemData).req.Kind)
+		return
+	}
+	s := p.v.s
+	if err := s.engine().PermissionAsked(s.ctx(), s.addr(p.callID), time.Now()); err != nil {
+		s.node.log.Warn("broker: permission clock", "call_id", p.callID, "err", err)
+	}
 }
 
 // asking: the ask's response was requested.
@@ -89,11 +114,15 @@ func (p *permission) askEnded(r *response, audible bool) {
 func (p *permission) speechStarted() { p.speechStart = time.Now() }
 
 // judges takes a final caller transcript if it is the ask's reply: the first turn whose speech
-// started after the ask ended, or a turn that interrupted the ask (which can at most hold).
+// started after the ask ended, or a turn that interrupted the ask (which can at most hold). A
+// turn before the ask was ever spoken is no reply; a turn while a clarification waits for the
+// floor is one (to the ask that ended before it), and goes only to the verifier.
 func (p *permission) judges(text string) bool {
 	switch p.phase {
 	case permQueued:
-		return false
+		if p.endedAt.IsZero() {
+			return false
+		}
 	case permAsking:
 		p.judge(text, true)
 		return true
@@ -128,10 +157,7 @@ func (p *permission) judge(reply string, interrupting bool) {
 		return
 	}
 	if j.Verdict != jobs.Hold {
-		// A clarification still queued is moot once the caller answered clearly.
-		p.v.queue.Remove(func(it *narration.Item) bool {
-			return it.Kind == narration.PermissionAsk && it.CallID == p.callID
-		})
+		p.unqueue() // a clarification still queued is moot once the caller answered clearly
 	}
 	switch j.Verdict {
 	case jobs.Approve:

@@ -1,9 +1,13 @@
 package broker
 
-import "github.com/backchannel-io/backchannel/internal/g711"
+import (
+	"github.com/backchannel-io/backchannel/internal/g711"
+	"github.com/backchannel-io/backchannel/narration"
+)
 
 // vad detects the caller's speech in 20 ms µ-law frames by energy: speech starts after
-// startFrames loud frames in a row and stops after stopFrames quiet ones.
+// startFrames loud frames in a row and stops after stopFrames quiet ones. A frame is loud by
+// the same silence threshold as the agent's audible speech (narration.AudibleRMS).
 type vad struct {
 	speaking bool
 	loud     int
@@ -11,14 +15,13 @@ type vad struct {
 }
 
 const (
-	vadThreshold   = 500 // RMS, as narration.AudibleRMS
-	vadStartFrames = 3   // 60 ms
-	vadStopFrames  = 15  // 300 ms
+	vadStartFrames = 3  // 60 ms
+	vadStopFrames  = 15 // 300 ms
 )
 
 // feed takes one frame and reports a change: +1 speech started, -1 speech stopped, 0 none.
 func (v *vad) feed(frame []byte) int {
-	loud := g711.RMS(frame) >= vadThreshold
+	loud := g711.RMS(frame) >= narration.AudibleRMS
 	if loud {
 		v.loud++
 		v.quiet = 0

@@ -47,6 +47,7 @@ type voice struct {
 type voiceCall struct {
 	modelID  string
 	brokerID string
+	slot     string // the slot serving the job (fixed for its life)
 	name     string
 	args     json.RawMessage
 	label    string // the status_label once deferred, else the tool name
@@ -87,7 +88,9 @@ type itemData struct {
 	req    model.Request
 	handle string
 	inject string // the inject frame's id, for an inject
-	slot   string // the slot that sent an inject
+	// slot is where frames about the item go: the slot serving its job (narration lifecycle,
+	// delivery failed), or the slot that sent an inject.
+	slot string
 }
 
 // startVoice starts the session's model when its first caller attaches (SPEC 10).
@@ -366,12 +369,15 @@ func (v *voice) lifecycle(it *narration.Item, state, responseID string) {
 		return
 	}
 	d := it.Payload.(*itemData)
+	if vc := v.calls[it.CallID]; vc != nil && d.handle == "" {
+		d.handle = vc.handle // deferred since it was queued: every frame from now on has it
+	}
 	f := &frames.ToolJobNarration{CallID: it.CallID, Handle: d.handle, Kind: narrationKind(it.Kind),
 		State: frames.NarrationState(state), Attempt: it.Attempt, ResponseID: responseID}
 	if it.Kind == narration.InteractionAsk {
 		f.InteractionID = it.Key
 	}
-	v.s.sendToJobHost(it.CallID, f)
+	v.s.sendToSlot(d.slot, f)
 	switch state {
 	case "delivered", "failed", "interrupted", "skipped", "stopped":
 		detail := map[string]any{"kind": string(f.Kind), "state": state, "attempt": it.Attempt, "response_id": responseID}
@@ -542,32 +548,36 @@ func (v *voice) play() {
 	v.pump()
 }
 
+// startTicker starts the playout clock for a run of audio. The clock runs only while audio
+// waits to be played, so a voice session with nothing to say costs no goroutine and no timer;
+// its one event function is made per run, not per frame.
 func (v *voice) startTicker() {
 	if v.ticker != nil {
 		return
 	}
-	v.ticker = time.NewTicker(20 * time.Millisecond)
+	t := time.NewTicker(20 * time.Millisecond)
 	end := make(chan struct{})
-	v.tickEnd = end
-	t := v.ticker
+	v.ticker, v.tickEnd = t, end
 	s := v.s
+	tick := func() {
+		if s.voice == v && v.ticker == t { // not a tick of a stopped run
+			v.tick()
+		}
+	}
 	go func() {
 		for {
 			select {
 			case <-end:
 				return
 			case <-t.C:
-				s.post(func() {
-					if s.voice == v && v.ticker == t {
-						v.tick()
-					}
-				})
+				s.post(tick)
 			}
 		}
 	}()
 	v.tick() // the first frame goes at once
 }
 
+// stopTicker stops the playout clock and its goroutine.
 func (v *voice) stopTicker() {
 	if v.ticker != nil {
 		v.ticker.Stop()
@@ -626,7 +636,12 @@ func (v *voice) attemptEnded(it *narration.Item, e narration.Ending, audible boo
 		case o.Retry:
 			v.retry(it)
 		case o.Failed:
-			v.deliveryFailed(it, o.Reason)
+			// After the second failed attempt: attempts is 2, whether or not they spoke.
+			v.deliveryFailed(it, o.Reason, it.Attempt)
+		}
+	case narration.PermissionAsk:
+		if p := v.perm; p != nil && p.callID == it.CallID && p.phase == permQueued && responseID == "" {
+			p.notAsked(it, e)
 		}
 	case narration.InteractionAsk:
 		a := v.askOf(it)
@@ -650,12 +665,14 @@ func (v *voice) retry(it *narration.Item) {
 	v.queueItem(&next)
 }
 
-// deliveryFailed is the terminal frame of a completion that could not be voiced (SPEC 8).
-func (v *voice) deliveryFailed(it *narration.Item, reason narration.Reason) {
+// deliveryFailed is the terminal frame of a completion that could not be voiced (SPEC 8):
+// attempts is 2 after the second failed attempt, and at session end the number of attempts
+// that reached speaking.
+func (v *voice) deliveryFailed(it *narration.Item, reason narration.Reason, attempts int) {
 	d := it.Payload.(*itemData)
-	v.s.sendToJobHost(it.CallID, &frames.ToolJobDeliveryFailed{CallID: it.CallID, Handle: d.handle,
-		Attempts: it.Spoken, Reason: frames.DeliveryFailureReason(reason)})
-	v.s.recordAbout(it.CallID, d.handle, jobs.KindDeliveryFailed, map[string]any{"attempts": it.Spoken, "reason": string(reason)})
+	v.s.sendToSlot(d.slot, &frames.ToolJobDeliveryFailed{CallID: it.CallID, Handle: d.handle,
+		Attempts: attempts, Reason: frames.DeliveryFailureReason(reason)})
+	v.s.recordAbout(it.CallID, d.handle, jobs.KindDeliveryFailed, map[string]any{"attempts": attempts, "reason": string(reason)})
 }
 
 // ending runs when the session ends (SPEC 8): a completion still queued (or being spoken)
@@ -673,14 +690,12 @@ func (v *voice) ending() {
 	for _, it := range pending {
 		switch it.Kind {
 		case narration.Completion:
-			v.deliveryFailed(it, narration.SessionEnded)
+			v.deliveryFailed(it, narration.SessionEnded, it.Spoken)
 		case narration.Inject:
 			d := it.Payload.(*itemData)
 			e := frames.Errorf(frames.CodeInjectRejected, "the session ended before the inject was spoken")
 			e.Ref = d.inject
-			if sl := v.s.slots[d.slot]; sl != nil {
-				v.s.send(sl, e)
-			}
+			v.s.sendToSlot(d.slot, e)
 			v.s.record(jobs.KindInjectRejected, map[string]any{"text": d.req.Text, "retryable": false})
 		}
 	}
@@ -715,13 +730,10 @@ func (s *Session) toCaller(f frames.Frame) {
 	}
 }
 
-// sendToJobHost sends a frame to the slot serving a job.
-func (s *Session) sendToJobHost(callID string, f frames.Frame) {
-	j, err := s.engine().Lookup(s.ctx(), s.addr(callID))
-	if err != nil {
-		return
-	}
-	if sl := s.slots[j.Slot]; sl != nil {
+// sendToSlot sends a frame to a slot of the session, if it still exists. A voice item knows the
+// slot its frames go to (a job's slot never changes), so no store read is needed per frame.
+func (s *Session) sendToSlot(id string, f frames.Frame) {
+	if sl := s.slots[id]; sl != nil {
 		s.send(sl, f)
 	}
 }

@@ -44,7 +44,7 @@ func (v *voice) toolCall(callID, name string, args json.RawMessage) {
 		return
 	}
 	s.openJobs++
-	vc := &voiceCall{modelID: callID, brokerID: j.CallID, name: name, args: args, label: name, state: j.State,
+	vc := &voiceCall{modelID: callID, brokerID: j.CallID, slot: sl.id, name: name, args: args, label: name, state: j.State,
 		notify: tool.Job.NotifyOnComplete}
 	v.calls[j.CallID] = vc
 	v.byModel[callID] = vc
@@ -63,13 +63,11 @@ func (v *voice) cancelJob(ref string) frames.CancelResult {
 	if !jobs.IsBrokerCallID(ref) {
 		a = jobs.Addr{Tenant: s.tenant, SessionID: s.id, Handle: ref}
 	}
+	// A handle never has the form of a broker call id (SPEC 6: handle_reserved), so the form of
+	// ref says which it is.
 	res, _, err := s.engine().Cancel(s.ctx(), a, frames.CancelCallerRequest)
 	if err != nil {
 		return frames.CancelResultUnknownCall
-	}
-	if res == frames.CancelResultUnknownCall && jobs.IsBrokerCallID(ref) {
-		// A handle is never of the form of a call id; nothing else to try.
-		return res
 	}
 	return res
 }
@@ -96,7 +94,7 @@ func (v *voice) jobChanged(c jobs.Change) {
 		vc.answered = true
 		v.m.ToolResult(vc.modelID, fmt.Sprintf("The job is running in the background as %q (handle %s); its completion will be announced.", vc.label, j.Handle), false, false)
 		v.queueItem(&narration.Item{Kind: narration.HandOff, CallID: j.CallID, Attempt: 1,
-			Payload: &itemData{req: model.Request{Kind: model.HandOff, Label: vc.label, Name: vc.name}, handle: j.Handle}})
+			Payload: &itemData{req: model.Request{Kind: model.HandOff, Label: vc.label, Name: vc.name}, handle: j.Handle, slot: vc.slot}})
 	case jobs.EventProgress:
 		for _, e := range c.Entries {
 			if note, ok := e.Detail["note"].(string); ok {
@@ -137,7 +135,7 @@ func (v *voice) partial(vc *voiceCall, j *jobs.Job, c jobs.Change) {
 	}
 	if reply {
 		v.queueItem(&narration.Item{Kind: narration.Milestone, CallID: j.CallID, Attempt: 1,
-			Payload: &itemData{req: model.Request{Kind: model.Milestone, Label: vc.label, Name: vc.name, Segment: segment}, handle: j.Handle}})
+			Payload: &itemData{req: model.Request{Kind: model.Milestone, Label: vc.label, Name: vc.name, Segment: segment}, handle: j.Handle, slot: vc.slot}})
 	}
 	if ia := c.Interaction; ia != nil {
 		if old := v.asks[ia.ID]; old != nil {
@@ -155,13 +153,11 @@ func (v *voice) queueAsk(a *ask) {
 		return
 	}
 	a.attempts++
-	vc := v.calls[a.callID]
-	handle := ""
-	if vc != nil {
-		handle = vc.handle
+	d := &itemData{req: model.Request{Kind: model.InteractionAsk, Prompt: a.prompt, Options: a.options}}
+	if vc := v.calls[a.callID]; vc != nil {
+		d.handle, d.slot = vc.handle, vc.slot
 	}
-	a.item = &narration.Item{Kind: narration.InteractionAsk, CallID: a.callID, Key: a.id, Attempt: a.attempts,
-		Payload: &itemData{req: model.Request{Kind: model.InteractionAsk, Prompt: a.prompt, Options: a.options}, handle: handle}}
+	a.item = &narration.Item{Kind: narration.InteractionAsk, CallID: a.callID, Key: a.id, Attempt: a.attempts, Payload: d}
 	v.queueItem(a.item)
 }
 
@@ -237,7 +233,6 @@ func (v *voice) answer(a *ask, option, text string) {
 // ended runs what the end of a voice job causes: its function output when the model has none
 // yet (an instant result is spoken by the model), or its completion turn (SPEC 8).
 func (v *voice) ended(vc *voiceCall, j *jobs.Job) {
-	s := v.s
 	delete(v.calls, j.CallID)
 	delete(v.byModel, vc.modelID)
 	// Nothing more is said about a job that is over, except its completion (which also makes
@@ -280,9 +275,8 @@ func (v *voice) ended(vc *voiceCall, j *jobs.Job) {
 	switch j.State {
 	case jobs.Completed, jobs.Failed, jobs.TimedOut:
 		v.queueItem(&narration.Item{Kind: narration.Completion, CallID: j.CallID, Attempt: 1,
-			Payload: &itemData{req: req, handle: j.Handle}})
+			Payload: &itemData{req: req, handle: j.Handle, slot: vc.slot}})
 	}
-	_ = s
 }
 
 // openJobsContext keeps the model's system item of open jobs (SPEC 8): `Open jobs:` then one

@@ -370,10 +370,15 @@ func (c *conn) audioFrames(from, to int) int {
 	return n
 }
 
-// awaitAudioFrames waits until at least n agent audio messages with index from or later have
-// arrived.
+// awaitAudioFrames waits (at most waitTimeout) until at least n agent audio messages with index
+// from or later have arrived.
 func (c *conn) awaitAudioFrames(from, n int) {
+	c.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
 	for c.audioFrames(from, -1) < n {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: %d agent audio messages never arrived:%s", c.name, n, c.dump(from))
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -61,6 +61,7 @@ var scenarios = []scenario{
 	{name: "permission_ask_ahead_of_completion", run: permissionAheadOfCompletion},
 	{name: "permission_asks_one_at_a_time", run: permissionOneAtATime},
 	{name: "permission_yes_after_interrupted_ask_no_stale_clarification", run: permissionNoStaleClarification},
+	{name: "permission_reply_while_clarification_waits", run: permissionReplyWhileClarificationWaits},
 	{name: "permission_then_background_job", run: permissionThenBackground},
 	{name: "permission_text_only_session_declines", run: permissionTextOnly},
 }
@@ -100,6 +101,9 @@ func milestoneHeldWhileCallerSpeaks(t *testing.T, vs *voiceSession) {
 	if vs.scripted && tr.F.str("text") != "Update on report: half way" {
 		t.Errorf("milestone said %q, want %q", tr.F.str("text"), "Update on report: half way")
 	}
+	// The frames were sent before delivered, but travel on the caller's own connection: count
+	// them once they stopped arriving.
+	vs.caller.quiet(300 * time.Millisecond)
 	if n := vs.audioOf(rid); n < 10 {
 		t.Errorf("SPEC 8: delivered with %d audio frames reaching the caller (< 200 ms)", n)
 	}
@@ -1193,6 +1197,36 @@ func permissionNoStaleClarification(t *testing.T, vs *voiceSession) {
 			t.Fatalf("SPEC 12: after the call was approved and dispatched, the agent still asked for permission: %q", e.F.str("text"))
 		}
 	}
+}
+
+// permissionReplyWhileClarificationWaits: after a hold, the caller answers again before the
+// clarification found the floor (it waits floor_grace_ms after the caller's turn). That turn is
+// the reply and goes only to the verifier, never to the model as a turn (SPEC 12): a clear yes
+// dispatches the call with no extra speech — no `I heard`, and no clarification any more.
+func permissionReplyWhileClarificationWaits(t *testing.T, vs *voiceSession) {
+	args := `{"amount":19}`
+	ask := vs.askFor(args)
+	hostFrom := vs.host.mark()
+	from := vs.say("yes if it is under 50 dollars") // hold: the clarification is queued
+	again := vs.say("yes")                          // at once, within the grace
+	if _, err := vs.host.waitFrom(hostFrom, 3*time.Second, typ("tool_call", "name", "pay")); err != nil {
+		// Not dispatched. That is right only if the clarification was already being spoken
+		// when the second yes came (a stalled machine): that yes interrupted it (at most hold).
+		if ts := vs.transcriptsFrom(from); len(ts) == 0 || ts[0].Idx > again {
+			t.Fatalf("SPEC 12: a clear yes while the clarification waited for the floor was not taken as the reply:%s", vs.caller.dump(again))
+		}
+		t.Logf("the clarification was spoken before the second yes arrived: checking the interrupted path")
+		vs.hear(again, fmt.Sprintf(`I need a clear yes or no. Shall I run pay with %s?`, args))
+		vs.say("yes")
+		vs.host.expectAfter(hostFrom, typ("tool_call", "name", "pay"))
+		return
+	}
+	time.Sleep(grace + settle)
+	if ts := vs.transcriptsFrom(again); len(ts) != 0 {
+		t.Errorf("SPEC 12: the agent spoke after the reply that approved the call: %q", ts[0].F.str("text"))
+	}
+	vs.permissionEntry("hold", "yes if it is under 50 dollars", ask)
+	vs.permissionEntry("approve", "yes", ask)
 }
 
 // permissionThenBackground: an approved background job (requires_permission + deferred):

@@ -45,14 +45,56 @@ func TestShutdownWhileSpeaking(t *testing.T) {
 	if open := models.waitClosed(3 * time.Second); open != 0 {
 		t.Errorf("the session's model is still open after the node shut down")
 	}
+	expectNoVoiceGoroutine(t, "the node shut down")
+}
+
+// TestSessionEndWhileSpeaking ends a session (session.end, SPEC 3.6) while the agent speaks on a
+// node that goes on running: the session must let go of its live voice parts at once — the
+// model is closed and no goroutine of the voice side (the real-time playout) survives it.
+func TestSessionEndWhileSpeaking(t *testing.T) {
+	models := &modelTracker{}
+	b := brokertest.Start(t, brokertest.Options{Store: "memory", Config: broker.Config{
+		Models: map[string]model.Factory{"scripted": models.factory(scriptedModel)}}})
+	vs := newVoiceSession(t, b, true)
+	from := vs.say("say " + words("w", 60)) // 3.6 s of speech
+	vs.caller.expectAudio(from)
+	vs.end()
+	vs.host.expect(typ("session.ended"))
+	if open := models.waitClosed(3 * time.Second); open != 0 {
+		t.Errorf("the session's model is still open after the session ended")
+	}
+	expectNoVoiceGoroutine(t, "the session ended")
+}
+
+// TestCallerDropWhileSpeaking drops the caller's transport while the agent speaks (SPEC 10: the
+// session lives on for the resume window): what was playing can reach nobody, so the playout
+// stops at once and leaves no goroutine behind, while the session and its model stay.
+func TestCallerDropWhileSpeaking(t *testing.T) {
+	models := &modelTracker{}
+	b := brokertest.Start(t, brokertest.Options{Store: "memory", Config: broker.Config{
+		ResumeWindow: 20 * time.Second,
+		Models:       map[string]model.Factory{"scripted": models.factory(scriptedModel)}}})
+	vs := newVoiceSession(t, b, true)
+	from := vs.say("say " + words("w", 60)) // 3.6 s of speech
+	vs.caller.expectAudio(from)
+	vs.caller.cut()
+	expectNoVoiceGoroutine(t, "the caller dropped")
+	if open := models.waitClosed(0); open != 1 {
+		t.Errorf("%d models open while the session lives on, want 1", open)
+	}
+}
+
+// expectNoVoiceGoroutine waits up to 3 s for every goroutine of the broker's voice side to end.
+func expectNoVoiceGoroutine(t *testing.T, after string) {
+	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		stacks := allStacks()
 		if !strings.Contains(stacks, "broker.(*voice)") {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a goroutine of the voice side survived the shutdown:\n%s", voiceStacks(stacks))
+			t.Fatalf("a goroutine of the voice side survived after %s:\n%s", after, voiceStacks(stacks))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

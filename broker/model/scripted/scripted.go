@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -49,42 +50,80 @@ var (
 	muteRule   = regexp.MustCompile(`^mute\s+(\d+)\s*$`)
 )
 
-// CallerTurn reacts to a final caller transcript by the grammar of SPEC 19, first match wins.
-func (m *Model) CallerTurn(text string, clarify []string) {
+// TurnKind is the rule of SPEC 19's grammar a caller turn matched.
+type TurnKind int
+
+// The rules of the grammar, in the order they are tried.
+const (
+	TurnOther  TurnKind = iota // anything else: `I heard: TEXT`
+	TurnCall                   // `call TOOL {json}`: a tool call
+	TurnCancel                 // `cancel REF`: cancel_job
+	TurnSay                    // `say TEXT`: speak TEXT
+	TurnMute                   // `mute N`: the next N responses are silent
+)
+
+// Turn is a caller turn read by the grammar of SPEC 19.
+type Turn struct {
+	Kind TurnKind
+	Tool string          // TurnCall: the tool's name
+	Args json.RawMessage // TurnCall: the arguments as compact JSON (`{}` when none were given)
+	Ref  string          // TurnCancel: the handle or broker call id
+	Text string          // TurnSay: what to speak; TurnOther: the trimmed turn
+	N    int             // TurnMute: how many responses produce no audio and no transcript
+}
+
+// Parse reads a final caller transcript by the grammar of SPEC 19, first match wins. A `call`
+// whose arguments are not valid JSON matches no call.
+func Parse(text string) Turn {
 	t := strings.TrimSpace(text)
 	if g := callRule.FindStringSubmatch(t); g != nil {
 		args := strings.TrimSpace(g[2])
 		if args == "" {
 			args = "{}"
 		}
-		if json.Valid([]byte(args)) {
-			var compact bytes.Buffer
-			_ = json.Compact(&compact, []byte(args))
-			m.toolCall(g[1], compact.Bytes())
-			return
+		var compact bytes.Buffer
+		if json.Compact(&compact, []byte(args)) == nil {
+			return Turn{Kind: TurnCall, Tool: g[1], Args: compact.Bytes()}
 		}
 	}
 	if g := cancelRule.FindStringSubmatch(t); g != nil {
-		args, _ := json.Marshal(map[string]string{"ref": g[1]})
-		m.toolCall(model.CancelJobTool.Name, args)
-		return
+		return Turn{Kind: TurnCancel, Ref: g[1]}
 	}
 	if g := sayRule.FindStringSubmatch(t); g != nil {
-		m.speak(strings.TrimSpace(g[1]))
-		return
+		return Turn{Kind: TurnSay, Text: strings.TrimSpace(g[1])}
 	}
 	if g := muteRule.FindStringSubmatch(t); g != nil {
-		n, _ := strconv.Atoi(g[1])
+		n, err := strconv.Atoi(g[1])
+		if err != nil {
+			n = math.MaxInt // digits beyond int: as good as for ever
+		}
+		return Turn{Kind: TurnMute, N: n}
+	}
+	return Turn{Kind: TurnOther, Text: t}
+}
+
+// CallerTurn reacts to a final caller transcript by the grammar of SPEC 19, first match wins;
+// an unmatched answer to an open interaction (clarify) gets `Please choose one of: A, B.`.
+func (m *Model) CallerTurn(text string, clarify []string) {
+	switch t := Parse(text); t.Kind {
+	case TurnCall:
+		m.toolCall(t.Tool, t.Args)
+	case TurnCancel:
+		args, _ := json.Marshal(map[string]string{"ref": t.Ref})
+		m.toolCall(model.CancelJobTool.Name, args)
+	case TurnSay:
+		m.speak(t.Text)
+	case TurnMute:
 		m.mu.Lock()
-		m.muted = n
+		m.muted = t.N
 		m.mu.Unlock()
-		return
+	default:
+		if len(clarify) > 0 {
+			m.speak(ChooseSentence(clarify))
+			return
+		}
+		m.speak("I heard: " + t.Text)
 	}
-	if len(clarify) > 0 {
-		m.speak("Please choose one of: " + strings.Join(clarify, ", ") + ".")
-		return
-	}
-	m.speak("I heard: " + t)
 }
 
 func (m *Model) toolCall(name string, args []byte) {
@@ -134,6 +173,12 @@ func Sentence(r model.Request) string {
 		return "OK, I won't run " + r.Name + "."
 	}
 	return r.Text
+}
+
+// ChooseSentence is what the scripted model says to a reply that answers none of the options
+// of the open interaction (SPEC 9, 19): `Please choose one of: A, B.`.
+func ChooseSentence(options []string) string {
+	return "Please choose one of: " + strings.Join(options, ", ") + "."
 }
 
 // asText renders a JSON value the way SPEC 19 says: a string as it is, other JSON compact.
