@@ -402,16 +402,32 @@ func TestCancelWhileGenerating(t *testing.T) {
 	if len(cancels) != 1 || !strings.Contains(string(cancels[0]), id) {
 		t.Errorf("response.cancel events %s", cancels)
 	}
+	// Over WebSocket, barge-in is response.cancel of that response plus
+	// conversation.item.truncate of its audio item (NOTES).
+	if c := decoded(t, cancels[0]); keys(c) != "event_id,response_id,type" || c["response_id"] != id {
+		t.Errorf("response.cancel %s, want the response_id %s", cancels[0], id)
+	}
 	truncs := clientEvents(h.srv, "conversation.item.truncate")
 	if len(truncs) != 1 {
 		t.Fatalf("conversation.item.truncate events %s", truncs)
 	}
 	var tr struct {
-		AudioEndMS int64 `json:"audio_end_ms"`
+		ItemID       string `json:"item_id"`
+		ContentIndex *int   `json:"content_index"`
+		AudioEndMS   int64  `json:"audio_end_ms"`
 	}
 	_ = json.Unmarshal(truncs[0], &tr)
 	if tr.AudioEndMS <= 0 || tr.AudioEndMS > int64(h.audioOf(id)/8) {
 		t.Errorf("truncated at %d ms of %d ms received", tr.AudioEndMS, h.audioOf(id)/8)
+	}
+	var spoken []string
+	for _, it := range h.sess.Conversation() {
+		if it.Type == "message" && it.Role == "assistant" {
+			spoken = append(spoken, it.ID)
+		}
+	}
+	if len(spoken) != 1 || tr.ItemID != spoken[0] || tr.ContentIndex == nil || *tr.ContentIndex != 0 {
+		t.Errorf("truncated item %s content %v, want the response's audio item %v, content 0", tr.ItemID, tr.ContentIndex, spoken)
 	}
 	if len(h.rec.errors()) != 0 {
 		t.Errorf("errors: %v", h.rec.errors())

@@ -10,17 +10,36 @@ const bytesPerMS = 8
 
 // CallerAudio implements model.Model: input_audio_buffer.append of the µ-law chunk as it is.
 // Audio given while the adapter reconnects is dropped: the new session hears the caller from
-// the moment it is connected.
+// the moment it is connected. This runs for every 20 ms of caller audio: the event is encoded
+// by hand in one allocation before the lock is taken, and a failed send is not logged (the
+// reader reports the connection's failure once).
 func (m *Model) CallerAudio(chunk []byte) {
 	if len(chunk) == 0 {
 		return
 	}
-	ev := audioAppend{Type: evAudioAppend, Audio: base64.StdEncoding.EncodeToString(chunk)}
+	b := appendEvent(chunk)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.connected() {
-		_ = m.sendLocked(ev)
+		_ = m.c.sendEncoded(b)
 	}
+}
+
+// The input_audio_buffer.append event around its base64 audio (the base64 alphabet needs no
+// JSON escaping): the bytes json.Marshal makes of audioAppend.
+const (
+	appendHead = `{"type":"` + evAudioAppend + `","audio":"`
+	appendTail = `"}`
+)
+
+// appendEvent encodes input_audio_buffer.append of chunk.
+func appendEvent(chunk []byte) []byte {
+	n := base64.StdEncoding.EncodedLen(len(chunk))
+	b := make([]byte, len(appendHead)+n+len(appendTail))
+	copy(b, appendHead)
+	base64.StdEncoding.Encode(b[len(appendHead):], chunk)
+	copy(b[len(appendHead)+n:], appendTail)
+	return b
 }
 
 // audioTrack is the agent audio of one response: the item that holds it and how much arrived

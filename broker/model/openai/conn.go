@@ -101,6 +101,11 @@ func (c *conn) send(v any) error {
 	if err != nil {
 		return fmt.Errorf("openai: encoding a client event: %w", err)
 	}
+	return c.sendEncoded(b)
+}
+
+// sendEncoded queues one encoded client event, which the connection then owns, like send.
+func (c *conn) sendEncoded(b []byte) error {
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err

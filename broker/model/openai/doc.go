@@ -7,9 +7,10 @@
 // commands become client events and the server's events become model.Events:
 //
 //   - CallerAudio → input_audio_buffer.append.
-//   - CallerTurn → conversation.item.create (a user message) and response.create; a turn the
-//     model already heard as audio only gets a response.create when the model did not answer
-//     it on its own.
+//   - CallerTurn → conversation.item.create (a user message) and response.create, sent together
+//     when the response may go (turns that arrive while a response is active are not added ahead
+//     of its output); a turn the model already heard as audio only gets a response.create when
+//     the model did not answer it on its own.
 //   - SetContext → a system message per context ID (the previous one is deleted).
 //   - Respond → response.create with instructions to voice exactly the request and metadata
 //     naming it; it returns the id of response.created.

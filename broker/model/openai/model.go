@@ -108,6 +108,9 @@ func (m *Model) readConn(c *conn) error {
 			}
 			return err
 		}
+		if m.fastAudioDelta(b) {
+			continue
+		}
 		var ev serverEvent
 		if err := json.Unmarshal(b, &ev); err != nil {
 			m.log.Warn("openai: undecodable server event", "err", err)

@@ -100,7 +100,7 @@ func (m *Model) run(c *conn) {
 	for {
 		up := time.Now()
 		cause := m.readConn(c)
-		c.close()
+		c.close() // its writer stops with it, whether it dropped or Close closed it
 		if m.closed.Load() {
 			return
 		}

@@ -60,7 +60,8 @@ var ErrRespondTimeout = errors.New("openai: the response was not created in time
 type request struct {
 	tag       string // MetaRequest
 	params    responseParams
-	eventID   string // the event id of the response.create sent last
+	turn      *messageItem // a typed caller turn, added right before the first response.create
+	eventID   string       // the event id of the response.create sent last
 	attempts  int
 	ready     chan struct{} // closed when id or err is set; nil when nobody waits
 	id        string
@@ -213,6 +214,17 @@ func (m *Model) pumpLocked() {
 		r.queue = r.queue[1:]
 		if q.abandoned {
 			continue
+		}
+		if q.turn != nil {
+			// The turn goes into the conversation just before its response, so that the
+			// conversation reads each turn followed by its answer even when turns arrive while
+			// another response is active.
+			turn := q.turn
+			q.turn = nil
+			if err := m.sendLocked(itemCreate{Type: evItemCreate, EventID: m.nextID("bc_evt_"), Item: *turn}); err != nil {
+				q.finish("", err)
+				continue
+			}
 		}
 		q.attempts++
 		q.eventID = m.nextID("bc_evt_")

@@ -74,8 +74,10 @@ func (h *heardTurns) take(text string, now time.Time) (*heardTurn, bool) {
 
 func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// CallerTurn implements model.Model: a typed turn becomes a user message and a response; a
-// spoken turn the model heard gets a response only if the server did not answer it already.
+// CallerTurn implements model.Model: a typed turn becomes a user message and a response (the
+// message is added right before the response is requested, behind any active response, so
+// that each turn is followed by its own answer); a spoken turn the model heard gets a response
+// only if the server did not answer it already.
 // With clarify, the response asks the caller to choose one of those options. A turn given
 // while the adapter reconnects waits for the new connection, and is then a typed turn (the
 // new session never heard the caller's audio).
@@ -99,14 +101,13 @@ func (m *Model) callerTurnLocked(text string, clarify []string) {
 		// The model answers the audio it heard on its own (and sees the open question).
 		return
 	}
-	if !ok {
-		item := messageItem{ID: m.nextID("bc_turn_"), Type: itemTypeMessage, Role: roleUser,
-			Content: []contentPart{{Type: contentTypeInputText, Text: text}}}
-		if m.sendLocked(itemCreate{Type: evItemCreate, EventID: m.nextID("bc_evt_"), Item: item}) != nil {
-			return
-		}
-	}
 	q := &request{}
+	if !ok {
+		// A typed turn (or one the model never heard): a user message, added to the
+		// conversation right before its response is requested.
+		q.turn = &messageItem{ID: m.nextID("bc_turn_"), Type: itemTypeMessage, Role: roleUser,
+			Content: []contentPart{{Type: contentTypeInputText, Text: text}}}
+	}
 	kind := KindTurn
 	if len(clarify) > 0 {
 		kind = KindClarify

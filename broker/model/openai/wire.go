@@ -205,6 +205,19 @@ type serverEvent struct {
 	Error        *serverError    `json:"error"`
 }
 
+// audioDeltaEvent is response.output_audio.delta, the most frequent server event, decoded on
+// its own: encoding/json decodes the base64 delta straight into the chunk's bytes.
+type audioDeltaEvent struct {
+	Type         string `json:"type"`
+	ResponseID   string `json:"response_id"`
+	ItemID       string `json:"item_id"`
+	ContentIndex int    `json:"content_index"`
+	Delta        []byte `json:"delta"`
+}
+
+// audioDeltaType is how the type of response.output_audio.delta appears in its JSON.
+var audioDeltaType = []byte(`"` + evAudioDelta + `"`)
+
 // serverResponse is the response object of response.created / response.done.
 type serverResponse struct {
 	ID            string          `json:"id"`

@@ -13,8 +13,8 @@
 // it (interrupt_response).
 //
 // What a response says is deterministic. For a caller turn (a response the server starts, or
-// one whose metadata backchannel_kind is turn or clarify) the latest user message is read by
-// the grammar of the scripted model: `call TOOL {json}` makes a function call, `cancel REF`
+// one whose metadata backchannel_kind is turn or clarify) whose latest item other than a system
+// message is a user message, that message is read by the grammar of the scripted model: `call TOOL {json}` makes a function call, `cancel REF`
 // calls cancel_job, `say TEXT` says TEXT, `mute N` makes the next N spoken responses silent.
 // Otherwise the response says the Go-quoted sentence of the instructions' last line
 // `Say something like: "…"`, else `I heard: TEXT` for a user message, `NAME returned: OUTPUT`
