@@ -128,6 +128,7 @@ type caller struct {
 	pcClosed chan struct{}
 	Resource string // the Location of the answer
 	Answer   string
+	extra    map[string]chan struct{} // closed when the data channel of that label closes
 
 	packets     atomic.Int64                  // agent RTP packets of 160 bytes (20 ms of PCMU)
 	otherSizes  atomic.Int64                  // agent RTP packets of any other size
@@ -137,6 +138,7 @@ type caller struct {
 
 	mu       sync.Mutex
 	queue    []wiretest.Frame
+	last     wiretest.Frame
 	notify   chan struct{}
 	welcomed bool
 	nextSeq  int64
@@ -153,7 +155,20 @@ func newCaller(t *testing.T, name string) (*caller, string) {
 // newCallerWith is newCaller with tweaked settings.
 func newCallerWith(t *testing.T, name string, tweak func(*webrtc.SettingEngine)) (*caller, string) {
 	t.Helper()
-	pc, err := clientAPI(t, tweak).NewPeerConnection(webrtc.Configuration{})
+	return newCallerOpts(t, name, callerOpts{tweak: tweak})
+}
+
+// callerOpts change how a test caller is made.
+type callerOpts struct {
+	tweak      func(*webrtc.SettingEngine) // settings, as for newCallerWith
+	framesInit *webrtc.DataChannelInit     // the "frames" channel's options (nil: reliable, ordered)
+	extra      []string                    // labels of more data channels, made before "frames"
+}
+
+// newCallerOpts is newCaller with o.
+func newCallerOpts(t *testing.T, name string, o callerOpts) (*caller, string) {
+	t.Helper()
+	pc, err := clientAPI(t, o.tweak).NewPeerConnection(webrtc.Configuration{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +207,17 @@ func newCallerWith(t *testing.T, name string, tweak func(*webrtc.SettingEngine))
 			c.lastPacket.Store(time.Now().UnixNano())
 		}
 	})
-	c.dc, err = pc.CreateDataChannel("frames", nil)
+	c.extra = make(map[string]chan struct{})
+	for _, label := range o.extra {
+		dc, err := pc.CreateDataChannel(label, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan struct{})
+		dc.OnClose(func() { close(closed) })
+		c.extra[label] = closed
+	}
+	c.dc, err = pc.CreateDataChannel("frames", o.framesInit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +227,7 @@ func newCallerWith(t *testing.T, name string, tweak func(*webrtc.SettingEngine))
 		if g := c.gate.Load(); g != nil {
 			<-*g
 		}
-		c.received(m.Data)
+		c.received(m.Data, m.IsString)
 	})
 	offer, err := pc.CreateOffer(nil)
 	if err != nil {
@@ -230,6 +255,19 @@ func dial(t *testing.T, e *env, name, id, token string) *caller {
 func dialWith(t *testing.T, e *env, name, id, token string, tweak func(*webrtc.SettingEngine)) *caller {
 	t.Helper()
 	c, offer := newCallerWith(t, name, tweak)
+	c.answer(e, id, token, offer)
+	select {
+	case <-c.opened:
+	case <-time.After(timeout):
+		t.Fatalf("%s: the data channel did not open", name)
+	}
+	return c
+}
+
+// answer posts c's offer for session id with token and applies the answer (201 expected).
+func (c *caller) answer(e *env, id, token, offer string) {
+	t, name := c.t, c.name
+	t.Helper()
 	status, hdr, body := wiretest.HTTPDo(t, http.MethodPost, e.offerURL(id), token, "application/sdp", offer)
 	if status != http.StatusCreated {
 		t.Fatalf("%s: POST offer: status %d: %s", name, status, body)
@@ -241,18 +279,16 @@ func dialWith(t *testing.T, e *env, name, id, token string, tweak func(*webrtc.S
 	if err := c.pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: c.Answer}); err != nil {
 		t.Fatalf("%s: answer: %v\n%s", name, err, body)
 	}
-	select {
-	case <-c.opened:
-	case <-time.After(timeout):
-		t.Fatalf("%s: the data channel did not open", name)
-	}
-	return c
 }
 
-func (c *caller) received(data []byte) {
+func (c *caller) received(data []byte, isString bool) {
 	f := wiretest.ParseFrame(data)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !isString {
+		// A browser would get an ArrayBuffer: every frame is one text message.
+		c.seqErrs = append(c.seqErrs, fmt.Sprintf("a binary data-channel message: %s", f))
+	}
 	switch {
 	case f.Type == "welcome":
 		c.welcomed = true
@@ -264,6 +300,7 @@ func (c *caller) received(data []byte) {
 		c.lastSeq = f.Int("seq")
 	}
 	c.queue = append(c.queue, f)
+	c.last = f
 	close(c.notify)
 	c.notify = make(chan struct{})
 }
@@ -336,7 +373,15 @@ func (c *caller) expect(m any) wiretest.Frame {
 	}
 }
 
-// checkSeq fails the test if the frames after the welcome were not consecutive.
+// lastFrame is the newest frame received (for "session.ended is the last frame").
+func (c *caller) lastFrame() wiretest.Frame {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// checkSeq fails the test if the frames after the welcome were not consecutive, or if one
+// came as a binary message.
 func (c *caller) checkSeq() {
 	c.t.Helper()
 	c.mu.Lock()
@@ -388,6 +433,36 @@ func (c *caller) waitPackets(n int64) {
 			c.t.Fatalf("%s: %d agent RTP packets of 160 bytes, want at least %d", c.name, c.packets.Load(), n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// joined starts a broker with opts and cfg, creates a session of tenant A and dials a caller
+// to it that said hello with the join token and was welcomed.
+func joined(t *testing.T, opts Options, cfg broker.Config) (e *env, id, jt string, c *caller) {
+	t.Helper()
+	e = start(t, opts, cfg)
+	id, jt = createSession(t, e, brokertest.KeyA)
+	c = dial(t, e, "caller", id, jt)
+	c.join(jt)
+	return e, id, jt, c
+}
+
+// waitPeers waits until the handler holds n peer connections: a peer connection leaves it
+// only once its goroutines (reader, writer, audio) have returned and pion's is closed.
+func waitPeers(t *testing.T, e *env, n int) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		e.h.mu.Lock()
+		have := len(e.h.peers)
+		e.h.mu.Unlock()
+		if have == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the handler holds %d peer connections, want %d", have, n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

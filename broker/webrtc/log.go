@@ -19,21 +19,26 @@ func (f pionLogs) NewLogger(scope string) logging.LeveledLogger {
 
 type pionLogger struct{ log *slog.Logger }
 
-func (pionLogger) Trace(string)          {}
-func (pionLogger) Tracef(string, ...any) {}
-func (pionLogger) Debug(string)          {}
-func (pionLogger) Debugf(string, ...any) {}
-func (pionLogger) Info(string)           {}
-func (pionLogger) Infof(string, ...any)  {}
-func (l pionLogger) Warn(msg string)     { l.emit(slog.LevelDebug, msg) }
-func (l pionLogger) Error(msg string)    { l.emit(slog.LevelWarn, msg) }
-func (l pionLogger) Warnf(f string, a ...any) {
-	l.emit(slog.LevelDebug, fmt.Sprintf(f, a...))
-}
-func (l pionLogger) Errorf(f string, a ...any) {
-	l.emit(slog.LevelWarn, fmt.Sprintf(f, a...))
-}
+func (pionLogger) Trace(string)                {}
+func (pionLogger) Tracef(string, ...any)       {}
+func (pionLogger) Debug(string)                {}
+func (pionLogger) Debugf(string, ...any)       {}
+func (pionLogger) Info(string)                 {}
+func (pionLogger) Infof(string, ...any)        {}
+func (l pionLogger) Warn(msg string)           { l.emit(slog.LevelDebug, msg) }
+func (l pionLogger) Error(msg string)          { l.emit(slog.LevelWarn, msg) }
+func (l pionLogger) Warnf(f string, a ...any)  { l.emitf(slog.LevelDebug, f, a...) }
+func (l pionLogger) Errorf(f string, a ...any) { l.emitf(slog.LevelWarn, f, a...) }
 
 func (l pionLogger) emit(level slog.Level, msg string) {
-	l.log.Log(context.Background(), level, "webrtc: "+msg)
+	if l.log.Enabled(context.Background(), level) {
+		l.log.Log(context.Background(), level, "webrtc: "+msg)
+	}
+}
+
+// emitf formats only what is logged: pion warns from its packet paths, at Debug here.
+func (l pionLogger) emitf(level slog.Level, f string, a ...any) {
+	if l.log.Enabled(context.Background(), level) {
+		l.log.Log(context.Background(), level, "webrtc: "+fmt.Sprintf(f, a...))
+	}
 }

@@ -239,21 +239,31 @@ func (p *peer) onDataChannel(dc *webrtc.DataChannel) {
 	})
 }
 
-// onTrack feeds the caller's PCMU payloads (20 ms of µ-law each) to the broker.
+// onTrack feeds the caller's PCMU payloads (20 ms of µ-law each) to the broker. It runs once
+// per RTP packet, so it reuses one buffer and one packet (TrackRemote.ReadRTP allocates both
+// for every packet); ReceiveAudio copies the payload it keeps.
 func (p *peer) onTrack(t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
 	if t.Kind() != webrtc.RTPCodecTypeAudio || !strings.EqualFold(t.Codec().MimeType, webrtc.MimeTypePCMU) {
 		return
 	}
+	buf := make([]byte, rtpReadBytes)
+	var pkt rtp.Packet
 	for {
-		pkt, _, err := t.ReadRTP()
+		n, _, err := t.Read(buf)
 		if err != nil {
 			return
+		}
+		if pkt.Unmarshal(buf[:n]) != nil {
+			continue
 		}
 		if c := p.client.Load(); c != nil && len(pkt.Payload) > 0 {
 			c.ReceiveAudio(pkt.Payload)
 		}
 	}
 }
+
+// rtpReadBytes is the read buffer of a caller's RTP packets: pion's default receive MTU.
+const rtpReadBytes = 1460
 
 // run reads the hello, hands every later message to the Client, and tears the peer
 // connection down when it ends.
@@ -292,7 +302,7 @@ func (p *peer) hello() *broker.Client {
 			return nil
 		case <-timer.C:
 			p.log.Debug("webrtc: no hello in time")
-			p.Close(broker.StatusPolicy, "hello expected within 10 s")
+			p.Close(broker.StatusPolicy, fmt.Sprintf("hello expected within %s", p.h.opts.HelloTimeout))
 			p.awaitEnd()
 			return nil
 		case m := <-p.in:
@@ -545,6 +555,7 @@ func (p *peer) audioLoop() {
 	seq := uint16(rand.Uint32())
 	ts := rand.Uint32()
 	var next time.Time // when the audio sent so far ends
+	var pkt rtp.Packet
 	for {
 		var chunk []byte
 		select {
@@ -564,9 +575,10 @@ func (p *peer) audioLoop() {
 		}
 		for len(chunk) > 0 {
 			n := min(len(chunk), samplesPerPacket)
-			pkt := &rtp.Packet{Header: rtp.Header{Version: 2, Marker: marker, SequenceNumber: seq, Timestamp: ts},
-				Payload: chunk[:n]}
-			if err := p.audioOut.WriteRTP(pkt); err != nil {
+			// One packet for all: WriteRTP copies it (and marshals the payload) before it returns.
+			pkt.Header = rtp.Header{Version: 2, Marker: marker, SequenceNumber: seq, Timestamp: ts}
+			pkt.Payload = chunk[:n]
+			if err := p.audioOut.WriteRTP(&pkt); err != nil {
 				p.log.Debug("webrtc: writing agent audio", "err", err)
 			}
 			seq++

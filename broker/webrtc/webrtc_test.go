@@ -72,10 +72,17 @@ func TestOfferRefused(t *testing.T) {
 	post("unknown session", e.offerURL("sess_doesnotexist"), brokertest.KeyA, "application/sdp", offer, 404, "not_found")
 	post("JSON body", e.offerURL(id), jt, "application/json", `{"sdp":"x"}`, 415, "bad_frame")
 	post("garbage SDP", e.offerURL(id), jt, "application/sdp", "v=0 this is not SDP", 400, "bad_frame")
+	post("offer over 256 KiB", e.offerURL(id), jt, "application/sdp", offer+strings.Repeat("a=x\r\n", 256<<10/5), 413, "limit_exceeded")
 	status, hdr, body := wiretest.HTTPDo(t, http.MethodGet, e.offerURL(id), jt, "", "")
 	checkHTTPError(t, "GET", status, body, 405, "bad_frame")
 	if hdr.Get("Allow") != "POST" {
 		t.Errorf("Allow %q", hdr.Get("Allow"))
+	}
+	// A peer connection's resource knows DELETE only (no trickle ICE, no ICE restart).
+	status, hdr, body = wiretest.HTTPDo(t, http.MethodPatch, e.offerURL(id)+"/some-resource", jt, "application/trickle-ice-sdpfrag", "a=end-of-candidates")
+	checkHTTPError(t, "PATCH", status, body, 405, "bad_frame")
+	if hdr.Get("Allow") != "DELETE" {
+		t.Errorf("PATCH: Allow %q", hdr.Get("Allow"))
 	}
 
 	// An offer without a data channel cannot carry frames.
@@ -97,10 +104,7 @@ func TestOfferRefused(t *testing.T) {
 // agent's speech as PCMU RTP on the audio track.
 func TestCallerTurn(t *testing.T) {
 	t.Parallel()
-	e := start(t, Options{}, broker.Config{})
-	id, jt := createSession(t, e, brokertest.KeyA)
-	c := dial(t, e, "caller", id, jt)
-	c.join(jt)
+	_, _, _, c := joined(t, Options{}, broker.Config{})
 	c.send(map[string]any{"type": "caller.text", "text": "say hello there"})
 	echo := c.expect(wiretest.TypeWith("transcript", "role", "caller"))
 	if echo.Str("text") != "say hello there" || !echo.Bool("final") {
@@ -129,10 +133,7 @@ func TestCallerTurn(t *testing.T) {
 // reply stops the reply.
 func TestBargeIn(t *testing.T) {
 	t.Parallel()
-	e := start(t, Options{}, broker.Config{})
-	id, jt := createSession(t, e, brokertest.KeyA)
-	c := dial(t, e, "caller", id, jt)
-	c.join(jt)
+	_, _, _, c := joined(t, Options{}, broker.Config{})
 	words := make([]string, 150) // 9 s of speech: 450 packets
 	for i := range words {
 		words[i] = fmt.Sprintf("word%d", i)
@@ -209,6 +210,7 @@ func TestDropAndResume(t *testing.T) {
 	}
 	waitTimeline(t, e, id, "disconnect")
 	waitTimeline(t, e, id, "tool_deadline_timeout")
+	waitPeers(t, e, 0) // the broker let go of the dropped peer connection
 
 	r := dial(t, e, "caller-2", id, jt)
 	w2 := r.hello(map[string]any{"role": "caller", "resume_token": w.Str("resume_token"), "last_seq": lastSeq})
@@ -231,14 +233,90 @@ func TestDropAndResume(t *testing.T) {
 	r.checkSeq()
 }
 
+// TestDataChannels: frames travel on the data channel labelled "frames" only (SPEC 1): a
+// channel of another label is closed while "frames" serves, and a "frames" channel that is not
+// reliable and ordered ends the peer connection.
+func TestDataChannels(t *testing.T) {
+	t.Parallel()
+	// No hello timeout within the test: what closes the second peer connection is its channel.
+	e := start(t, Options{HelloTimeout: time.Minute}, broker.Config{})
+	id, jt := createSession(t, e, brokertest.KeyA)
+
+	c, offer := newCallerOpts(t, "caller", callerOpts{extra: []string{"chat"}})
+	c.answer(e, id, jt, offer)
+	select {
+	case <-c.extra["chat"]:
+	case <-time.After(timeout):
+		t.Fatal(`the broker did not close the data channel "chat"`)
+	}
+	select {
+	case <-c.opened:
+	case <-time.After(timeout):
+		t.Fatal(`the data channel "frames" did not open`)
+	}
+	c.join(jt)
+	c.send(map[string]any{"type": "caller.text", "text": "say still here"})
+	c.expect(wiretest.TypeWith("transcript", "role", "agent", "text", "still here"))
+	c.checkSeq()
+
+	unordered := false
+	u, offer := newCallerOpts(t, "unordered", callerOpts{framesInit: &webrtc.DataChannelInit{Ordered: &unordered}})
+	u.answer(e, id, jt, offer)
+	select {
+	case <-u.pcClosed:
+	case <-time.After(timeout):
+		t.Fatal(`a peer connection whose "frames" channel is unordered was not closed`)
+	}
+	waitPeers(t, e, 1) // the caller's stays
+}
+
+// TestResumeTakesOver: a new peer connection that resumes the slot while the old one is still
+// open takes it over (SPEC 10): the old one is closed — without session.ended, the session
+// lives on — and the new one is the caller.
+func TestResumeTakesOver(t *testing.T) {
+	t.Parallel()
+	e := start(t, Options{}, broker.Config{})
+	id, jt := createSession(t, e, brokertest.KeyA)
+	old := dial(t, e, "old", id, jt)
+	w := old.hello(map[string]any{"role": "caller", "join_token": jt})
+	if w.Type != "welcome" {
+		t.Fatalf("hello: %s", w)
+	}
+	old.send(map[string]any{"type": "caller.text", "text": "say one"})
+	old.expect(wiretest.TypeWith("transcript", "role", "agent", "text", "one"))
+	lastSeq := old.LastSeq()
+
+	r := dial(t, e, "new", id, jt)
+	w2 := r.hello(map[string]any{"role": "caller", "resume_token": w.Str("resume_token"), "last_seq": lastSeq})
+	if w2.Type != "welcome" || w2.Str("session_id") != id {
+		t.Fatalf("resume: %s", w2)
+	}
+	old.waitClosed()
+	select {
+	case <-old.pcClosed:
+	case <-time.After(timeout):
+		t.Fatal("the broker did not close the resumed slot's old peer connection")
+	}
+	if f := old.lastFrame(); f.Type == "session.ended" {
+		t.Errorf("the old peer connection got %s: a take-over does not end the session", f)
+	}
+	waitPeers(t, e, 1)
+	r.send(map[string]any{"type": "caller.text", "text": "say two"})
+	r.expect(wiretest.TypeWith("transcript", "role", "agent", "text", "two"))
+	old.checkSeq()
+	r.checkSeq()
+	for _, k := range timeline(t, e, id) {
+		if k == "session_end" {
+			t.Fatal("a resume ended the session")
+		}
+	}
+}
+
 // TestHangUp: DELETE on the peer connection's resource ends the session (reason hung_up once
 // the broker has the hook, see hooks.go): every connection gets session.ended.
 func TestHangUp(t *testing.T) {
 	t.Parallel()
-	e := start(t, Options{}, broker.Config{})
-	id, jt := createSession(t, e, brokertest.KeyA)
-	c := dial(t, e, "caller", id, jt)
-	c.join(jt)
+	e, id, jt, c := joined(t, Options{}, broker.Config{})
 	host := wsHost(t, e, id, jt)
 
 	status, _, body := wiretest.HTTPDo(t, http.MethodDelete, e.url+c.Resource, "", "", "")
@@ -259,7 +337,13 @@ func TestHangUp(t *testing.T) {
 		t.Fatalf("caller: %s, want reason %s", f, want)
 	}
 	c.waitClosed()
+	if f := c.lastFrame(); f.Type != "session.ended" {
+		t.Errorf("the last frame before the close is %s, want session.ended (SPEC 3.6)", f)
+	}
 	c.checkSeq()
+	// The session's end closed the broker's side of the peer connection: nothing of it is left
+	// running until the handler's own Close.
+	waitPeers(t, e, 0)
 	{
 		_, offer := newCaller(t, "late")
 		status, _, body := wiretest.HTTPDo(t, http.MethodPost, e.offerURL(id), jt, "application/sdp", offer)
@@ -288,10 +372,7 @@ func TestHelloTimeout(t *testing.T) {
 // limit_exceeded and the connection goes on.
 func TestOversizedFrame(t *testing.T) {
 	t.Parallel()
-	e := start(t, Options{}, broker.Config{Limits: broker.Limits{MaxFrameBytes: 32 << 10}})
-	id, jt := createSession(t, e, brokertest.KeyA)
-	c := dial(t, e, "caller", id, jt)
-	c.join(jt)
+	_, _, _, c := joined(t, Options{}, broker.Config{Limits: broker.Limits{MaxFrameBytes: 32 << 10}})
 	if !strings.Contains(c.Answer, "a=max-message-size:131072") {
 		t.Errorf("the answer does not announce four times the frame limit as max-message-size:\n%s", c.Answer)
 	}
@@ -332,10 +413,7 @@ func TestSingleUDPPort(t *testing.T) {
 // TestShutdown: Close refuses new offers and closes the peer connections; Wait returns.
 func TestShutdown(t *testing.T) {
 	t.Parallel()
-	e := start(t, Options{}, broker.Config{})
-	id, jt := createSession(t, e, brokertest.KeyA)
-	c := dial(t, e, "caller", id, jt)
-	c.join(jt)
+	e, id, jt, c := joined(t, Options{}, broker.Config{})
 	_ = e.h.Close()
 	c.waitClosed()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
