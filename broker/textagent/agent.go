@@ -72,6 +72,7 @@ type Agent struct {
 	env   Env
 	opts  Options
 	convs map[string]*conversation
+	order []*conversation  // every conversation, oldest first
 	jobs  map[string]*call // by broker call id
 	open  map[string]*openInteraction
 	seq   int
@@ -92,6 +93,7 @@ func New(env Env, opts Options) *Agent {
 	root := newConversation(RootConversation, nil, nil)
 	root.inTurn = opts.PromptsInResults // no turns: prompts wait for the next result
 	a.convs[RootConversation] = root
+	a.order = append(a.order, root)
 	return a
 }
 
@@ -174,16 +176,11 @@ func (a *Agent) deliver(id string, kind frames.ToolResultKind, c Content) {
 }
 
 // takePrompts delivers every queued prompt of the session (MCP mode), oldest conversation
-// first, each queue in order.
+// first, each queue in order. It allocates nothing when no prompt is queued (every MCP result
+// asks).
 func (a *Agent) takePrompts() []string {
 	var texts []string
-	ids := make([]string, 0, len(a.convs))
-	for id := range a.convs {
-		ids = append(ids, id)
-	}
-	sortStrings(ids)
-	for _, id := range ids {
-		c := a.convs[id]
+	for _, c := range a.order {
 		for _, p := range c.queue {
 			texts = append(texts, p.text)
 			if p.of != nil {

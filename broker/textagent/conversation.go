@@ -138,6 +138,7 @@ func (a *Agent) createConversation(f *frames.ConversationCreate) {
 	c.inTurn = a.opts.PromptsInResults
 	c.cancelled = parent.cancelled || (pc != nil && pc.cancelledEnd())
 	a.convs[c.id] = c
+	a.order = append(a.order, c)
 	a.env.Send(&frames.ConversationCreated{Reply: frames.Reply{Ref: f.ID}, ConversationID: c.id})
 }
 

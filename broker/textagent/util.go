@@ -2,11 +2,8 @@ package textagent
 
 import (
 	"crypto/rand"
-	"sort"
 	"strconv"
 )
-
-func sortStrings(s []string) { sort.Strings(s) }
 
 func itoa(n int) string { return strconv.Itoa(n) }
 

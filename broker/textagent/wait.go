@@ -87,7 +87,7 @@ func (a *Agent) waitExact(k *call, id string) {
 // deadline passes, and consumes nothing.
 func (a *Agent) waitTimed(k *call, minutes int) {
 	c := k.conv
-	if c.activatingPending(nil) || c.activatingPendingAny() {
+	if c.activatingPendingAny() {
 		a.timedOver(k, false)
 		return
 	}
@@ -144,18 +144,26 @@ func (a *Agent) interruptWaits(c *conversation, p *prompt) {
 
 // answerWait answers a blocked wait and releases what it held.
 func (a *Agent) answerWait(w *call, out Content) {
-	c := w.conv
-	if r := w.wait; r != nil {
-		if r.target != nil && r.target.waiter == w {
-			r.target.waiter = nil
-		}
-		delete(c.exact, w)
-		if c.bare == w {
-			c.bare = nil
-		}
-		w.wait = nil
-	}
+	w.unblock()
 	a.answerNow(w, out)
+}
+
+// unblock uninstalls a blocked exact or bare wait: its target may be waited for again, and
+// its conversation may install another bare wait.
+func (w *call) unblock() {
+	r := w.wait
+	if r == nil {
+		return
+	}
+	c := w.conv
+	if r.target != nil && r.target.waiter == w {
+		r.target.waiter = nil
+	}
+	delete(c.exact, w)
+	if c.bare == w {
+		c.bare = nil
+	}
+	w.wait = nil
 }
 
 // answerNow answers a built-in call.
@@ -227,16 +235,7 @@ func (a *Agent) CancelWait(conversationID, callID string) {
 	if w == nil || w.wait == nil && (c.timed == nil || c.timed.k != w) {
 		return
 	}
-	if r := w.wait; r != nil {
-		if r.target != nil && r.target.waiter == w {
-			r.target.waiter = nil
-		}
-		delete(c.exact, w)
-		if c.bare == w {
-			c.bare = nil
-		}
-		w.wait = nil
-	}
+	w.unblock()
 	if c.timed != nil && c.timed.k == w {
 		c.timed.stop()
 		c.timed = nil
