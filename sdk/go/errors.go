@@ -32,23 +32,21 @@ type DeferRejectedError struct {
 // Error says why the defer was rejected and what to do.
 func (e *DeferRejectedError) Error() string {
 	advice := ""
-	switch e.Reason {
-	case frames.AckInvalidHandle:
-		advice = ": a handle is 1 to 128 bytes without control characters"
-	case frames.AckUnknownCall:
-		advice = ": the broker does not know the call"
-	case frames.AckCallNotPending:
-		advice = ": the call is no longer pending (cancelled, timed out, answered, or deferred under another handle)"
-	case frames.AckNotDeferrable:
-		advice = ": declare the tool with Deferred: true"
-	case frames.AckHandleReserved:
-		advice = ": a handle may not have the form of a broker call id (call_ and 20 characters a-z2-7)"
-	case frames.AckHandleInUse:
-		advice = ": another open job holds it; choose a fresh handle"
-	case frames.AckHandleBurned:
-		advice = ": handles are never reusable; choose a fresh one"
+	if a, ok := deferAdvice[e.Reason]; ok {
+		advice = ": " + a
 	}
 	return fmt.Sprintf("backchannel: defer of call %s as %q rejected: %s%s", e.CallID, e.Handle, e.Reason, advice)
+}
+
+// deferAdvice says what to do about each reason of a rejected defer (SPEC 6).
+var deferAdvice = map[frames.DeferAckReason]string{
+	frames.AckInvalidHandle:  "a handle is 1 to 128 bytes without control characters",
+	frames.AckUnknownCall:    "the broker does not know the call",
+	frames.AckCallNotPending: "the call is no longer pending (cancelled, timed out, answered, or deferred under another handle)",
+	frames.AckNotDeferrable:  "declare the tool with Deferred: true",
+	frames.AckHandleReserved: "a handle may not have the form of a broker call id (call_ and 20 characters a-z2-7)",
+	frames.AckHandleInUse:    "another open job holds it; choose a fresh handle",
+	frames.AckHandleBurned:   "handles are never reusable; choose a fresh one",
 }
 
 // SessionEndedError is a Host's Err after the broker ended its session (session.ended).

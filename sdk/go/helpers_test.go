@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,6 +103,8 @@ type gate struct {
 	thaw  chan struct{} // non-nil while frozen
 	lose  bool          // writes are lost on the way (the broker never sees them)
 	tr    *http.Transport
+
+	refused atomic.Int64 // dials refused in mode "refuse"
 }
 
 // gateConn is one connection of a gate.
@@ -161,6 +164,7 @@ func newGate(t *testing.T) *gate {
 		g.mu.Unlock()
 		switch mode {
 		case "refuse":
+			g.refused.Add(1)
 			return nil, errors.New("test gate: network down")
 		case "hold":
 			<-ctx.Done()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // Host is a connection to the broker in the host role (SPEC 1): it declares tools, runs
@@ -329,7 +329,7 @@ func isEnded(err error) bool {
 // unknown_call).
 func (h *Host) CancelJob(ctx context.Context, handleOrCallID string) (frames.CancelResult, error) {
 	f := &frames.JobCancel{}
-	if isBrokerCallID(handleOrCallID) {
+	if jobs.IsBrokerCallID(handleOrCallID) { // never a handle (SPEC 6: handle_reserved)
 		f.CallID = handleOrCallID
 	} else {
 		f.Handle = handleOrCallID
@@ -381,27 +381,12 @@ func (h *Host) newID() string {
 	return h.idPfx + "-" + strconv.FormatUint(h.ids.Add(1), 10)
 }
 
-// lowerBase32 is the alphabet of broker call ids (SPEC 5).
-const lowerBase32 = "abcdefghijklmnopqrstuvwxyz234567"
+// lowerBase32 encodes in a-z2-7, the alphabet of broker call ids (SPEC 5).
+var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // randomString returns n random characters of a-z2-7.
 func randomString(n int) string {
 	b := make([]byte, (n*5+7)/8)
 	_, _ = rand.Read(b)
-	return base32.NewEncoding(lowerBase32).WithPadding(base32.NoPadding).EncodeToString(b)[:n]
-}
-
-// isBrokerCallID reports whether s has the form of a broker call id: call_ and 20 characters
-// a-z2-7 (such strings are never handles).
-func isBrokerCallID(s string) bool {
-	rest, ok := strings.CutPrefix(s, "call_")
-	if !ok || len(rest) != 20 {
-		return false
-	}
-	for i := 0; i < len(rest); i++ {
-		if strings.IndexByte(lowerBase32, rest[i]) < 0 {
-			return false
-		}
-	}
-	return true
+	return lowerBase32.EncodeToString(b)[:n]
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/internal/brokertest"
 	backchannel "github.com/backchannel-io/backchannel/sdk/go"
@@ -390,4 +391,29 @@ func TestEnd(t *testing.T) {
 			t.Errorf("a request after the end: %v", err)
 		}
 	})
+}
+
+// TestFrameLimit: a frame over the broker's frame limit (SPEC 2) never passes for applied. The
+// broker answers it with limit_exceeded without ref (it did not read the frame's id), and the
+// request fails with that code although the barrier after it is answered; a frame over the
+// default limit of 1 MiB is refused before it is sent. The host goes on either way.
+func TestFrameLimit(t *testing.T) {
+	for _, store := range brokertest.Stores {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			b := brokertest.Start(t, brokertest.Options{Store: store, Config: broker.Config{Limits: broker.Limits{MaxFrameBytes: 4 << 10}}})
+			h := connect(t, backchannel.Options{URL: b.URL, APIKey: brokertest.KeyA})
+			ctx := ctxT(t)
+			if err := h.Inject(ctx, strings.Repeat("x", 8<<10), false); codeOf(err) != frames.CodeLimitExceeded {
+				t.Errorf("a frame over the broker's limit: %v, want limit_exceeded", err)
+			}
+			err := h.Inject(ctx, strings.Repeat("x", 1<<20), false)
+			if err == nil || codeOf(err) != "" || !strings.Contains(err.Error(), "frame limit") {
+				t.Errorf("a frame over 1 MiB: %v, want refused before it is sent", err)
+			}
+			if err := h.Inject(ctx, "small", false); codeOf(err) != frames.CodeInjectRejected {
+				t.Errorf("a request after the refusals: %v, want the text session's inject_rejected", err)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package backchannel
 import (
 	"encoding/json"
 	"reflect"
+	"sync"
 
 	"github.com/backchannel-io/backchannel/frames"
 )
@@ -50,20 +51,42 @@ func (h *Host) receive(data []byte) {
 	}
 }
 
-// replyOf returns the ref and seq of a server frame.
+// replyType is the type every server frame embeds for its ref and seq.
+var replyType = reflect.TypeFor[frames.Reply]()
+
+// replyIndex caches embedded's lookups of replyType.
+var replyIndex sync.Map
+
+// replyOf returns the ref and seq of a server frame (a pointer, as frames.Decode returns). It
+// runs for every frame received: it neither allocates nor searches the struct's fields again.
 func replyOf(f frames.Frame) frames.Reply {
-	v := reflect.ValueOf(f)
-	if v.Kind() == reflect.Pointer {
-		v = v.Elem()
-	}
-	if v.Kind() == reflect.Struct {
-		if fv := v.FieldByName("Reply"); fv.IsValid() {
-			if r, ok := fv.Interface().(frames.Reply); ok {
-				return r
-			}
-		}
+	if r, ok := embedded(f, replyType, &replyIndex); ok && r.CanAddr() {
+		return *r.Addr().Interface().(*frames.Reply)
 	}
 	return frames.Reply{}
+}
+
+// embedded returns the field of type typ (frames.Request or frames.Reply) that the struct f
+// points to embeds. cache holds, per struct type, the field's index ([]int; nil for none).
+func embedded(f frames.Frame, typ reflect.Type, cache *sync.Map) (reflect.Value, bool) {
+	v := reflect.ValueOf(f)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return reflect.Value{}, false
+	}
+	v = v.Elem()
+	idx, ok := cache.Load(v.Type())
+	if !ok {
+		var found []int
+		if sf, ok := v.Type().FieldByName(typ.Name()); ok && sf.Anonymous && sf.Type == typ {
+			found = sf.Index
+		}
+		idx, _ = cache.LoadOrStore(v.Type(), found)
+	}
+	index := idx.([]int)
+	if index == nil {
+		return reflect.Value{}, false
+	}
+	return v.FieldByIndex(index), true
 }
 
 func (h *Host) route(f frames.Frame, ref string) {

@@ -23,6 +23,19 @@ import (
 	backchannel "github.com/backchannel-io/backchannel/sdk/go"
 )
 
+// exportTool is a deferred tool "export" whose handler defers each call under "export-" and
+// its call id, with label, and hands the job to jobs.
+func exportTool(jobs chan<- *backchannel.Job, label string) backchannel.Tool {
+	return tool("export", true, func(ctx context.Context, call *backchannel.Call) (any, error) {
+		job, err := call.Defer(ctx, "export-"+call.CallID, label)
+		if err != nil {
+			return nil, err
+		}
+		jobs <- job
+		return nil, nil
+	})
+}
+
 // fastBackoff retries every 100 ms: the test broker's resume window is 3 s.
 func fastBackoff() backoff.BackOff { return backoff.NewConstantBackOff(100 * time.Millisecond) }
 
@@ -87,14 +100,7 @@ func TestReconnect(t *testing.T) {
 				}
 			},
 			Tools: []backchannel.Tool{
-				tool("export", true, func(ctx context.Context, call *backchannel.Call) (any, error) {
-					job, err := call.Defer(ctx, "export-"+call.CallID, "exporting")
-					if err != nil {
-						return nil, err
-					}
-					jobs <- job
-					return nil, nil
-				}),
+				exportTool(jobs, "exporting"),
 				tool("lookup", false, func(ctx context.Context, call *backchannel.Call) (any, error) {
 					runs.add(call.CallID)
 					var args struct{ Q string }
@@ -337,14 +343,7 @@ func TestAnswersLostInDrop(t *testing.T) {
 		g := newGate(t)
 		jobs := make(chan *backchannel.Job, 2)
 		h := connect(t, backchannel.Options{URL: b.URL, APIKey: brokertest.KeyA, HTTPClient: g.client(), Backoff: fastBackoff,
-			Tools: []backchannel.Tool{tool("export", true, func(ctx context.Context, call *backchannel.Call) (any, error) {
-				job, err := call.Defer(ctx, "export-"+call.CallID, "")
-				if err != nil {
-					return nil, err
-				}
-				jobs <- job
-				return nil, nil
-			})}})
+			Tools: []backchannel.Tool{exportTool(jobs, "")}})
 		a := newAgent(t, b, h.SessionID(), h.JoinToken())
 		ctx := ctxT(t)
 		a.call("c1", "export", map[string]any{})
@@ -398,14 +397,7 @@ func TestFramesLostInDrop(t *testing.T) {
 		g := newGate(t)
 		jobs := make(chan *backchannel.Job, 4)
 		h := connect(t, backchannel.Options{URL: b.URL, APIKey: brokertest.KeyA, HTTPClient: g.client(), Backoff: fastBackoff,
-			Tools: []backchannel.Tool{tool("export", true, func(ctx context.Context, call *backchannel.Call) (any, error) {
-				job, err := call.Defer(ctx, "export-"+call.CallID, "")
-				if err != nil {
-					return nil, err
-				}
-				jobs <- job
-				return nil, nil
-			})}})
+			Tools: []backchannel.Tool{exportTool(jobs, "")}})
 		a := newAgent(t, b, h.SessionID(), h.JoinToken())
 		ctx := ctxT(t)
 		var js []*backchannel.Job
@@ -609,6 +601,20 @@ func TestMissedPings(t *testing.T) {
 	}
 }
 
+// stateHost connects a host that creates a session, dials through g, keeps its state in path
+// and reconnects with policy; the channel gets the Err of its EventStopped event.
+func stateHost(t *testing.T, b *brokertest.Broker, g *gate, path string, policy func() backoff.BackOff) (*backchannel.Host, <-chan error) {
+	t.Helper()
+	stopped := make(chan error, 1)
+	h := connect(t, backchannel.Options{URL: b.URL, APIKey: brokertest.KeyA, HTTPClient: g.client(), Backoff: policy,
+		StateFile: path, OnEvent: func(ev backchannel.Event) {
+			if ev.Kind == backchannel.EventStopped {
+				stopped <- ev.Err
+			}
+		}})
+	return h, stopped
+}
+
 // TestResumeExpired: a host kept away longer than the resume window is refused with
 // resume_expired when it comes back; it stops with that error, reports it, and removes its
 // state file.
@@ -616,13 +622,7 @@ func TestResumeExpired(t *testing.T) {
 	forEachStore(t, func(t *testing.T, b *brokertest.Broker) {
 		path := filepath.Join(t.TempDir(), "host.json")
 		g := newGate(t)
-		stopped := make(chan error, 1)
-		h := connect(t, backchannel.Options{URL: b.URL, APIKey: brokertest.KeyA, HTTPClient: g.client(), Backoff: fastBackoff,
-			StateFile: path, OnEvent: func(ev backchannel.Event) {
-				if ev.Kind == backchannel.EventStopped {
-					stopped <- ev.Err
-				}
-			}})
+		h, stopped := stateHost(t, b, g, path, fastBackoff)
 		newAgent(t, b, h.SessionID(), h.JoinToken()) // keeps the session alive
 		g.set("refuse")
 		g.cut()
@@ -640,6 +640,40 @@ func TestResumeExpired(t *testing.T) {
 		}
 		if _, err := h.CancelJob(ctxT(t), "x"); codeOf(err) != frames.CodeResumeExpired {
 			t.Errorf("a request after the stop: %v", err)
+		}
+	})
+}
+
+// TestGiveUpResuming: with the default policy a host that cannot reach the broker retries with
+// growing waits (SPEC 15) and gives up once the resume window of its welcome has passed (SPEC
+// 10; the test broker's is 3 s): it stops with an error that says so and wraps the last
+// failure, and keeps its state file — the slot may still be resumable by a later process.
+func TestGiveUpResuming(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *brokertest.Broker) {
+		path := filepath.Join(t.TempDir(), "host.json")
+		g := newGate(t)
+		h, stopped := stateHost(t, b, g, path, nil) // the default reconnect policy
+		g.set("refuse")
+		start := time.Now()
+		g.cut()
+		closed(t, "Done", h.Done())
+		took := time.Since(start)
+		err := h.Err()
+		if err == nil || !strings.Contains(err.Error(), "gave up resuming") || !strings.Contains(err.Error(), "test gate: network down") {
+			t.Errorf("Err: %v, want the give-up wrapping the last dial error", err)
+		}
+		if ev := recv(t, "stopped event", stopped); ev != err {
+			t.Errorf("stopped event: %v, want Err %v", ev, err)
+		}
+		// 250 ms doubling, ± 50 %, within 3 s: a handful of attempts, not a tight loop.
+		if n := g.refused.Load(); n < 3 || n > 8 {
+			t.Errorf("%d reconnect attempts in %s: want exponential backoff (250 ms doubling) bounded by the 3 s window", n, took)
+		}
+		if took > 4*time.Second {
+			t.Errorf("gave up after %s: the resume window is 3 s", took)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("the state file of a slot that may still be resumable: %v", err)
 		}
 	})
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"sync"
 
 	"github.com/backchannel-io/backchannel/frames"
 )
@@ -94,32 +96,20 @@ func (h *Host) newRequest(f frames.Frame, kind reqKind, rule resendRule) (*reque
 // maxFrameBytes is the broker's default frame limit (SPEC 2).
 const maxFrameBytes = 1 << 20
 
-// setRequestID sets the id of a client frame.
+// requestType is the type every client frame embeds for its id.
+var requestType = reflect.TypeFor[frames.Request]()
+
+// requestIndex caches embedded's lookups of requestType.
+var requestIndex sync.Map
+
+// setRequestID sets the id of a client frame f, a pointer to a struct of package frames that
+// embeds frames.Request.
 func setRequestID(f frames.Frame, id string) {
-	switch f := f.(type) {
-	case *frames.Hello:
-		f.ID = id
-	case *frames.ToolsDeclare:
-		f.ID = id
-	case *frames.ToolDeferred:
-		f.ID = id
-	case *frames.ToolProgress:
-		f.ID = id
-	case *frames.ToolPartialResult:
-		f.ID = id
-	case *frames.ToolResult:
-		f.ID = id
-	case *frames.JobCancel:
-		f.ID = id
-	case *frames.ToolInteractionUpdate:
-		f.ID = id
-	case *frames.Inject:
-		f.ID = id
-	case *frames.SessionEnd:
-		f.ID = id
-	default:
-		panic("backchannel: no request id for " + f.FrameType())
+	if r, ok := embedded(f, requestType, &requestIndex); ok && r.CanSet() {
+		r.Set(reflect.ValueOf(frames.Request{ID: id}))
+		return
 	}
+	panic("backchannel: no request id for " + f.FrameType())
 }
 
 // newBarrier returns a barrier request; the caller registers it.
