@@ -83,7 +83,9 @@ var MicEncoder = class {
   ctx = null;
   node = null;
   source = null;
-  pending = [];
+  // The chunk being filled (handed over to onChunk when full, then replaced) and its fill.
+  chunk = new Uint8Array(SAMPLES_PER_CHUNK);
+  filled = 0;
   acc = 0;
   accN = 0;
   phase = 0;
@@ -108,12 +110,13 @@ var MicEncoder = class {
         this.phase += step;
         if (this.phase >= 1) {
           this.phase -= 1;
-          this.pending.push(ulawEncode(this.acc / this.accN * 32767));
+          this.chunk[this.filled++] = ulawEncode(this.acc / this.accN * 32767);
           this.acc = 0;
           this.accN = 0;
-          if (this.pending.length === SAMPLES_PER_CHUNK) {
-            this.onChunk(Uint8Array.from(this.pending));
-            this.pending = [];
+          if (this.filled === SAMPLES_PER_CHUNK) {
+            this.onChunk(this.chunk);
+            this.chunk = new Uint8Array(SAMPLES_PER_CHUNK);
+            this.filled = 0;
           }
         }
       }
@@ -789,6 +792,12 @@ var WebSocketTransportFactory = class {
 // src/client.ts
 var BARRIER_CALL_ID = "call_00000000000000000000";
 var MAX_FRAME_BYTES = 1 << 20;
+var utf8 = new TextEncoder();
+function overFrameLimit(text) {
+  if (text.length * 3 <= MAX_FRAME_BYTES) return 0;
+  const n = utf8.encode(text).length;
+  return n > MAX_FRAME_BYTES ? n : 0;
+}
 var PACE_RATE = 80;
 var PACE_BURST = 100;
 function permanent(e) {
@@ -1341,8 +1350,9 @@ var Client = class extends Emitter {
     } catch (e) {
       return Promise.reject(e);
     }
-    if (r.text.length > MAX_FRAME_BYTES) {
-      return Promise.reject(new BackchannelError(`backchannel: a ${frame.type} frame of ${r.text.length} bytes is over the broker's frame limit`));
+    const bytes = overFrameLimit(r.text);
+    if (bytes > 0) {
+      return Promise.reject(new BackchannelError(`backchannel: a ${frame.type} frame of ${bytes} bytes is over the broker's frame limit of ${MAX_FRAME_BYTES} bytes`));
     }
     return new Promise((resolve, reject) => {
       r.resolve = resolve;
@@ -1459,6 +1469,11 @@ var Client = class extends Emitter {
       case "tool_deferred_resume":
         this.onDeferredResume(f);
         break;
+      case "error": {
+        const e = f;
+        if (!e.ref && e.code === "limit_exceeded") this.failUnconfirmed(e);
+        break;
+      }
       case "session.ended":
         this.emit("frame", f);
         this.emit("session.ended", f);
@@ -1495,6 +1510,12 @@ var Client = class extends Emitter {
       this.settle(r, r.onAnswer ? r.onAnswer(f) : f);
     } catch (e) {
       this.settle(r, void 0, e);
+    }
+  }
+  /** Fails every silent request still waiting for its barrier with the error frame e. */
+  failUnconfirmed(e) {
+    for (const r of [...this.pending.values()]) {
+      if (r.kind === "silent" && !r.done) this.settle(r, void 0, new BrokerError(r.frame.type, e));
     }
   }
   /** After a resume's sync barrier: resend what the broker never applied. */

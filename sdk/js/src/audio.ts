@@ -94,7 +94,9 @@ export class MicEncoder {
   private ctx: AudioContext | null = null;
   private node: AudioWorkletNode | null = null;
   private source: MediaStreamAudioSourceNode | null = null;
-  private pending: number[] = [];
+  // The chunk being filled (handed over to onChunk when full, then replaced) and its fill.
+  private chunk = new Uint8Array(SAMPLES_PER_CHUNK);
+  private filled = 0;
   private acc = 0;
   private accN = 0;
   private phase = 0;
@@ -122,12 +124,13 @@ export class MicEncoder {
         this.phase += step;
         if (this.phase >= 1) {
           this.phase -= 1;
-          this.pending.push(ulawEncode((this.acc / this.accN) * 32767));
+          this.chunk[this.filled++] = ulawEncode((this.acc / this.accN) * 32767);
           this.acc = 0;
           this.accN = 0;
-          if (this.pending.length === SAMPLES_PER_CHUNK) {
-            this.onChunk(Uint8Array.from(this.pending));
-            this.pending = [];
+          if (this.filled === SAMPLES_PER_CHUNK) {
+            this.onChunk(this.chunk);
+            this.chunk = new Uint8Array(SAMPLES_PER_CHUNK);
+            this.filled = 0;
           }
         }
       }

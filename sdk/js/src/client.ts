@@ -163,7 +163,17 @@ interface Req {
  * (progress, partial results, results, injects, caller text), and one first after a resume.
  */
 export const BARRIER_CALL_ID = "call_00000000000000000000";
+/** The broker's default frame limit (SPEC 2), in bytes of UTF-8. */
 const MAX_FRAME_BYTES = 1 << 20;
+const utf8 = new TextEncoder();
+
+/** The UTF-8 size of a frame's text when it is over MAX_FRAME_BYTES, else 0. */
+function overFrameLimit(text: string): number {
+  // A UTF-16 code unit is at most 3 bytes of UTF-8: only a long text needs encoding.
+  if (text.length * 3 <= MAX_FRAME_BYTES) return 0;
+  const n = utf8.encode(text).length;
+  return n > MAX_FRAME_BYTES ? n : 0;
+}
 // Client-side pacing keeps the client under the broker's rate limit (SPEC 2: 100 frames/s, burst 200).
 const PACE_RATE = 80;
 const PACE_BURST = 100;
@@ -779,8 +789,9 @@ export class Client extends Emitter<ClientEvents> {
     } catch (e) {
       return Promise.reject(e);
     }
-    if (r.text.length > MAX_FRAME_BYTES) {
-      return Promise.reject(new BackchannelError(`backchannel: a ${frame.type} frame of ${r.text.length} bytes is over the broker's frame limit`));
+    const bytes = overFrameLimit(r.text);
+    if (bytes > 0) {
+      return Promise.reject(new BackchannelError(`backchannel: a ${frame.type} frame of ${bytes} bytes is over the broker's frame limit of ${MAX_FRAME_BYTES} bytes`));
     }
     return new Promise<T>((resolve, reject) => {
       r.resolve = resolve as (v: unknown) => void;
@@ -904,6 +915,14 @@ export class Client extends Emitter<ClientEvents> {
       case "tool_deferred_resume":
         this.onDeferredResume(f as ServerFrameMap["tool_deferred_resume"]);
         break;
+      case "error": {
+        // A frame over a limit is refused without its id (the broker did not read it), so the
+        // refusal cannot be matched to its request: fail the silent requests that wait for
+        // their barrier rather than let the barrier confirm one that was never applied.
+        const e = f as ErrorFrame;
+        if (!e.ref && e.code === "limit_exceeded") this.failUnconfirmed(e);
+        break;
+      }
       case "session.ended":
         this.emit("frame", f);
         this.emit("session.ended", f as ServerFrameMap["session.ended"]);
@@ -944,6 +963,13 @@ export class Client extends Emitter<ClientEvents> {
       this.settle(r, r.onAnswer ? r.onAnswer(f) : f);
     } catch (e) {
       this.settle(r, undefined, e as Error);
+    }
+  }
+
+  /** Fails every silent request still waiting for its barrier with the error frame e. */
+  private failUnconfirmed(e: ErrorFrame): void {
+    for (const r of [...this.pending.values()]) {
+      if (r.kind === "silent" && !r.done) this.settle(r, undefined, new BrokerError(r.frame.type, e));
     }
   }
 

@@ -459,3 +459,36 @@ test("declareTools before connect rejects when the broker refuses the hello's to
   assert.ok(e instanceof sdk.BrokerError && e.code === "bad_frame", String(e));
   c.close();
 });
+
+test("a frame over the broker's limit is not confirmed by the barrier after it: the ref-less limit_exceeded fails it", async () => {
+  const { b, c } = await connected();
+  b.autoBarrier = false;
+  const p = c.sendProgress("booking-1", "x".repeat(100)).then(() => null, (e) => e);
+  await tick();
+  const barrier = b.conn.frames.find((f) => f.type === "job.cancel" && f.call_id === PROBE);
+  assert.ok(barrier, "a barrier follows the progress note");
+  // What the broker answers a frame over its limit: an error without ref, then the barrier's answer.
+  b.push({ type: "error", code: "limit_exceeded", message: "frame of 5000 bytes is over the limit of 4096 bytes", retryable: false });
+  b.push({ type: "job.cancel_result", ref: barrier.id, call_id: "", result: "unknown_call" });
+  const e = await p;
+  assert.ok(e instanceof sdk.BrokerError && e.code === "limit_exceeded", String(e));
+  // The limit counts UTF-8 bytes: 400000 "€" are 400000 UTF-16 units but 1.2 MB.
+  await assert.rejects(c.sendProgress("booking-1", "€".repeat(400000)),
+    (err) => !(err instanceof sdk.BrokerError) && /frame of 1200\d+ bytes is over the broker's frame limit of 1048576 bytes/.test(err.message));
+  assert.equal(b.sent("tool_progress").length, 1);
+  c.close();
+});
+
+test("close() while reconnecting clears the backoff timer", async () => {
+  const { b, c } = await connected({ reconnect: { initialDelayMs: 60000, maxDelayMs: 60000, maxElapsedMs: 600000 } });
+  const timers = () => process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
+  const before = timers();
+  b.failOpens = 1;
+  const waiting = new Promise((r) => c.on("reconnecting", ({ attempt }) => attempt === 2 && r()));
+  b.drop();
+  await waiting;
+  assert.equal(timers(), before + 1, "the backoff wait is one timer");
+  c.close();
+  assert.equal(c.state, "closed");
+  assert.equal(timers(), before, "close() cleared it");
+});
