@@ -14,10 +14,8 @@ type channel struct {
 	name string
 	// description says which connection the channel is.
 	description string
-	// server is the server the channel is on.
+	// server is the server the channel is on: serverWebSocket for the channels of /v1/ws.
 	server string
-	// websocket marks the channels of /v1/ws.
-	websocket bool
 	// who names the client in operation summaries ("a host").
 	who string
 	// opPrefix starts the operation ids ("host" → hostSends, hostReceives).
@@ -77,37 +75,20 @@ const (
 // data channel frames, which carries the union of the caller's and the host's frames.
 func channels() []channel {
 	return []channel{
-		{
-			name: "host",
-			description: "The WebSocket `/v1/ws` of a connection whose `hello` names `\"role\": \"host\"`: " +
-				"developer code that declares tools, executes the calls the broker dispatches to it, defers " +
-				"slow ones under a handle, and reports progress, milestones, decisions and results. " +
-				"`publish` lists the frames a host sends, `subscribe` those it receives.",
-			server: serverWebSocket, websocket: true, who: "a host", opPrefix: "host",
-			tags:  []string{"host"},
-			sends: inRegistryOrder(hostSends), receives: inRegistryOrder(hostReceives),
-		},
-		{
-			name: "caller",
-			description: "The WebSocket `/v1/ws` of a connection whose `hello` names `\"role\": \"caller\"`: " +
-				"the person talking to the agent. Besides these JSON frames (text messages), binary WebSocket " +
-				"messages carry the caller's audio to the broker and the agent's audio to the caller, both " +
-				"G.711 µ-law, 8 kHz, mono, 20 ms per message. A caller whose `hello` also declares `tools` is " +
-				"a host as well and uses the frames of channel `host` too (channel `frames` lists the union).",
-			server: serverWebSocket, websocket: true, who: "a caller", opPrefix: "caller",
-			tags:  []string{"caller"},
-			sends: inRegistryOrder(callerSends), receives: inRegistryOrder(callerReceives),
-		},
-		{
-			name: "agent",
-			description: "The WebSocket `/v1/ws` of a connection whose `hello` names `\"role\": \"agent\"`: " +
-				"an external text LLM agent or harness. It sends tool calls in conversations, marks its " +
-				"turns, and receives results, background placeholders and prompts; `wait`, `cancel` and " +
-				"`status` are built-in tools called with `agent.tool_call`.",
-			server: serverWebSocket, websocket: true, who: "a text agent", opPrefix: "agent",
-			tags:  []string{"agent"},
-			sends: inRegistryOrder(agentSends), receives: inRegistryOrder(agentReceives),
-		},
+		roleChannel("host", "a host", "developer code that declares tools, executes the calls the broker "+
+			"dispatches to it, defers slow ones under a handle, and reports progress, milestones, decisions and "+
+			"results. `publish` lists the frames a host sends, `subscribe` those it receives.",
+			hostSends, hostReceives),
+		roleChannel("caller", "a caller", "the person talking to the agent. Besides these JSON frames (text "+
+			"messages), binary WebSocket messages carry the caller's audio to the broker and the agent's audio "+
+			"to the caller, both G.711 µ-law, 8 kHz, mono, 20 ms per message. A caller whose `hello` also "+
+			"declares `tools` is a host as well and uses the frames of channel `host` too (channel `frames` "+
+			"lists the union).",
+			callerSends, callerReceives),
+		roleChannel("agent", "a text agent", "an external text LLM agent or harness. It sends tool calls in "+
+			"conversations, marks its turns, and receives results, background placeholders and prompts; "+
+			"`wait`, `cancel` and `status` are built-in tools called with `agent.tool_call`.",
+			agentSends, agentReceives),
 		{
 			name: "frames",
 			description: "The WebRTC data channel named `frames` of a caller's peer connection. It carries " +
@@ -122,11 +103,24 @@ func channels() []channel {
 	}
 }
 
+// roleChannel returns the channel of the connections of /v1/ws whose hello names role: who names
+// such a client in operation summaries, about describes it, and sends and receives are its
+// frame types.
+func roleChannel(role, who, about string, sends, receives []string) channel {
+	return channel{
+		name:        role,
+		description: "The WebSocket `/v1/ws` of a connection whose `hello` names `\"role\": \"" + role + "\"`: " + about,
+		server:      serverWebSocket, who: who, opPrefix: role,
+		tags:  []string{role},
+		sends: inRegistryOrder(sends), receives: inRegistryOrder(receives),
+	}
+}
+
 // channelItem builds the document's channel item of c, whose operations reference the messages
 // of c (see messageKey) with a oneOf.
 func channelItem(c channel) spec.ChannelItem {
 	item := spec.ChannelItem{Description: c.description, Servers: []string{c.server}}
-	if c.websocket {
+	if c.server == serverWebSocket {
 		item.Bindings = &spec.ChannelBindingsObject{
 			Ws: &spec.WebsocketsChannel{Method: spec.WebsocketsChannelMethodGET},
 		}

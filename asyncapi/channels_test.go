@@ -215,3 +215,53 @@ func TestInfoDescribesTheEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestChannelsListTheFramesOfEachRole checks, in the built document, that each channel lists
+// exactly the frames its role sends (publish) and receives (subscribe), as SPEC.md assigns
+// them: a frame missing from a role, or listed for a role that never sees it, fails.
+func TestChannelsListTheFramesOfEachRole(t *testing.T) {
+	// host: SPEC 3 (hello, welcome, session.end/ended), 4, 5, 6, 7, 8 (narration, delivery
+	// failure, inject), 9, 10 (tool_deferred_resume), 11 (job.cancel).
+	host := [2][]string{
+		{"hello", "tools.declare", "tool_deferred", "tool_progress", "tool_partial_result", "tool_result",
+			"job.cancel", "tool_interaction_update", "inject", "session.end"},
+		{"welcome", "error", "tools.declared", "tool_call", "tool_deferred_ack", "job.cancel_result",
+			"tool_cancel", "tool_job_narration", "tool_job_delivery_failed", "tool_interaction_answer",
+			"tool_interaction_update_ack", "tool_deferred_resume", "session.ended"},
+	}
+	// caller: SPEC 17 (caller.text, transcript), 11 (job.cancel from a caller), 3.6.
+	caller := [2][]string{
+		{"hello", "caller.text", "job.cancel", "session.end"},
+		{"welcome", "error", "job.cancel_result", "session.ended", "transcript"},
+	}
+	// agent: SPEC 13 and 9 (agent.interaction_answer), 3.6.
+	agent := [2][]string{
+		{"hello", "session.end", "agent.tool_call", "agent.turn_start", "agent.turn_end", "agent.message",
+			"agent.local_result", "agent.interaction_answer", "agent.final", "conversation.create",
+			"conversation.cancel"},
+		{"welcome", "error", "session.ended", "agent.tool_result", "agent.prompt", "agent.message_committed",
+			"agent.local_cancel", "conversation.created"},
+	}
+	// frames: the data channel of a caller that is also a host (SPEC 1 and 17).
+	both := [2][]string{slices.Concat(caller[0], host[0]), slices.Concat(caller[1], host[1])}
+	want := map[string][2][]string{"host": host, "caller": caller, "agent": agent, "frames": both}
+
+	doc := parsedDocument(t)
+	msgs := object(t, doc, "components/messages")
+	chans := object(t, doc, "channels")
+	set := func(l []string) []string { return slices.Compact(slices.Sorted(slices.Values(l))) }
+	for name, w := range want {
+		for i, op := range []string{"publish", "subscribe"} {
+			path := "channels/" + name + "/" + op
+			var got []string
+			for _, ref := range oneOfRefs(t, object(t, chans[name], op), path) {
+				m, _ := msgs[strings.TrimPrefix(ref, messagesPrefix)].(jsonObject)
+				typ, _ := m["name"].(string)
+				got = append(got, typ)
+			}
+			if g, w := set(got), set(w[i]); !slices.Equal(g, w) {
+				t.Errorf("%s lists %v, want %v", path, g, w)
+			}
+		}
+	}
+}
