@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,7 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/backchannel-io/backchannel/frames"
 )
 
 // wsBenchOptions configure the broker benchmarks over real WebSocket connections.
@@ -99,16 +98,22 @@ type served struct {
 
 var listenRE = regexp.MustCompile(`backchannel listening on http://(\S+)`)
 
+// startServe runs `backchannel serve` with args and waits (at most 30 s) for its listen line.
+// When it exits or hangs before that, it is killed and reaped, and the error ends with the last
+// line it wrote to stderr (its reason).
 func startServe(bin string, args []string) (*served, error) {
 	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = io.Discard
+	stderr := &lastLine{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	hung := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
+	defer hung.Stop()
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
@@ -117,7 +122,37 @@ func startServe(bin string, args []string) (*served, error) {
 		}
 	}
 	_ = cmd.Process.Kill()
-	return nil, errors.New("backchannel serve did not print its listen line")
+	_ = cmd.Wait()
+	return nil, fmt.Errorf("backchannel serve did not print its listen line: %s", stderr.String())
+}
+
+// lastLine is an io.Writer that keeps the last complete line written to it.
+type lastLine struct {
+	mu         sync.Mutex
+	line, part []byte
+}
+
+// Write keeps the last complete line of p (and the unfinished rest).
+func (w *lastLine) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.part = append(w.part, p...)
+	if i := bytes.LastIndexByte(w.part, '\n'); i >= 0 {
+		j := bytes.LastIndexByte(w.part[:i], '\n')
+		w.line = append(w.line[:0], w.part[j+1:i]...)
+		w.part = append(w.part[:0], w.part[i+1:]...)
+	}
+	if len(w.part) > 4<<10 { // a line that never ends: keep its start
+		w.part = w.part[:4<<10]
+	}
+	return len(p), nil
+}
+
+// String returns the last complete line.
+func (w *lastLine) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.line)
 }
 
 func (s *served) stop() {
@@ -159,76 +194,51 @@ func (s *served) rss() int64 {
 	return 0
 }
 
-// benchConn is one client WebSocket connection with a reader routing frames to a channel.
-type benchConn struct {
-	ws     *websocket.Conn
-	frames chan map[string]any
-	wmu    sync.Mutex
-}
-
-func dialBench(ctx context.Context, addr string, hello map[string]any) (*benchConn, map[string]any, error) {
-	ws, _, err := websocket.Dial(ctx, "ws://"+addr+"/v1/ws", nil)
+// dialBench connects to the broker at addr and says hello with the members of hello; it returns
+// the connection and the welcome.
+func dialBench(ctx context.Context, addr string, hello map[string]any) (*frameConn, map[string]any, error) {
+	c, err := dialFrames(ctx, "ws://"+addr+"/v1/ws", nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	ws.SetReadLimit(8 << 20)
-	c := &benchConn{ws: ws, frames: make(chan map[string]any, 64)}
-	go func() {
-		defer close(c.frames)
-		for {
-			_, b, err := ws.Read(context.Background())
-			if err != nil {
-				return
-			}
-			var f map[string]any
-			if json.Unmarshal(b, &f) == nil {
-				c.frames <- f
-			}
-		}
-	}()
-	hello["type"], hello["protocol"] = "hello", "backchannel.v1"
+	hello["type"], hello["protocol"] = "hello", frames.Protocol
 	if err := c.send(ctx, hello); err != nil {
+		c.close()
 		return nil, nil, err
 	}
-	w, err := c.expect(ctx, "welcome")
-	return c, w, err
-}
-
-func (c *benchConn) send(ctx context.Context, f map[string]any) error {
-	b, err := json.Marshal(f)
+	w, err := c.expectType(ctx, "welcome")
 	if err != nil {
-		return err
+		c.close()
+		return nil, nil, err
 	}
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.ws.Write(ctx, websocket.MessageText, b)
+	return c, w, nil
 }
 
-// expect returns the next frame of type typ, skipping others.
-func (c *benchConn) expect(ctx context.Context, typ string) (map[string]any, error) {
-	for {
-		select {
-		case f, ok := <-c.frames:
-			if !ok {
-				return nil, errors.New("connection closed")
-			}
-			if f["type"] == typ {
-				return f, nil
-			}
-			if f["type"] == "error" {
-				return nil, fmt.Errorf("error frame: %v", f)
-			}
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for %s: %w", typ, ctx.Err())
-		}
+// firstError keeps the first error of concurrent workers.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+// set records err unless an error was recorded before.
+func (e *firstError) set(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err == nil {
+		e.err = err
 	}
 }
 
-func (c *benchConn) close() { _ = c.ws.Close(websocket.StatusNormalClosure, "") }
+// get returns the first error recorded, or nil.
+func (e *firstError) get() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
 
 // benchSession is a session with a host serving a deferred tool and a text agent.
 type benchSession struct {
-	host, agent *benchConn
+	host, agent *frameConn
 	id          string
 	seq         int
 }
@@ -240,14 +250,22 @@ func newBenchSession(ctx context.Context, addr string) (*benchSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := host.expect(ctx, "tools.declared"); err != nil {
+	if _, err := host.expectType(ctx, "tools.declared"); err != nil {
+		host.close()
 		return nil, err
 	}
 	agent, _, err := dialBench(ctx, addr, map[string]any{"role": "agent", "session_id": w["session_id"], "join_token": w["join_token"]})
 	if err != nil {
+		host.close()
 		return nil, err
 	}
 	return &benchSession{host: host, agent: agent, id: w["session_id"].(string)}, nil
+}
+
+// close closes the session's connections.
+func (s *benchSession) close() {
+	s.host.close()
+	s.agent.close()
 }
 
 // lifecycle runs one call → defer → result → consumed over the wire and returns the defer-ack
@@ -260,7 +278,7 @@ func (s *benchSession) lifecycle(ctx context.Context) (time.Duration, error) {
 		"name": "render_report", "arguments": map[string]any{"q": s.seq}}); err != nil {
 		return 0, err
 	}
-	tc, err := s.host.expect(ctx, "tool_call")
+	tc, err := s.host.expectType(ctx, "tool_call")
 	if err != nil {
 		return 0, err
 	}
@@ -269,7 +287,7 @@ func (s *benchSession) lifecycle(ctx context.Context) (time.Duration, error) {
 	if err := s.host.send(ctx, map[string]any{"type": "tool_deferred", "call_id": tc["call_id"], "handle": handle, "status_label": "Rendering"}); err != nil {
 		return 0, err
 	}
-	ack, err := s.host.expect(ctx, "tool_deferred_ack")
+	ack, err := s.host.expectType(ctx, "tool_deferred_ack")
 	if err != nil {
 		return 0, err
 	}
@@ -277,7 +295,7 @@ func (s *benchSession) lifecycle(ctx context.Context) (time.Duration, error) {
 	if ack["accepted"] != true {
 		return 0, fmt.Errorf("defer rejected: %v", ack)
 	}
-	if _, err := s.agent.expect(ctx, "agent.tool_result"); err != nil { // the placeholder
+	if _, err := s.agent.expectType(ctx, "agent.tool_result"); err != nil { // the placeholder
 		return 0, err
 	}
 	if err := s.agent.send(ctx, map[string]any{"type": "agent.tool_call", "call_id": "w" + id, "conversation_id": "root",
@@ -287,7 +305,7 @@ func (s *benchSession) lifecycle(ctx context.Context) (time.Duration, error) {
 	if err := s.host.send(ctx, map[string]any{"type": "tool_result", "handle": handle, "output": map[string]any{"url": "https://example.com/r.pdf"}}); err != nil {
 		return 0, err
 	}
-	r, err := s.agent.expect(ctx, "agent.tool_result")
+	r, err := s.agent.expectType(ctx, "agent.tool_result")
 	if err != nil {
 		return 0, err
 	}
@@ -304,8 +322,15 @@ func runWSBenches(srv *served, n int, o *wsBenchOptions) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	sessions := make([]*benchSession, *o.sessions)
+	defer func() {
+		for _, s := range sessions {
+			if s != nil {
+				s.close()
+			}
+		}
+	}()
+	var failed firstError
 	var wg sync.WaitGroup
-	var firstErr atomic.Value
 	sem := make(chan struct{}, 64)
 	for i := range sessions {
 		wg.Add(1)
@@ -315,90 +340,98 @@ func runWSBenches(srv *served, n int, o *wsBenchOptions) error {
 			defer func() { <-sem }()
 			s, err := newBenchSession(ctx, srv.addr)
 			if err != nil {
-				firstErr.Store(err)
+				failed.set(err)
 				return
 			}
 			sessions[i] = s
 		}()
 	}
 	wg.Wait()
-	if err, ok := firstErr.Load().(error); ok {
+	if err := failed.get(); err != nil {
 		return fmt.Errorf("setting up sessions: %w", err)
 	}
-	defer func() {
-		for _, s := range sessions {
-			s.host.close()
-			s.agent.close()
-		}
-	}()
 	// Throughput: every session runs its lifecycles back to back, all at once (the broker is
 	// saturated; the latency of this run is queueing).
-	lat := make([][]time.Duration, len(sessions))
-	cpu0, t0 := srv.cpuSeconds(), time.Now()
-	var done atomic.Int64
-	for i, s := range sessions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := 0; r < *o.rounds; r++ {
-				d, err := s.lifecycle(ctx)
-				if err != nil {
-					firstErr.Store(err)
-					return
-				}
-				lat[i] = append(lat[i], d)
-				done.Add(1)
-			}
-		}()
+	r := runLifecycles(ctx, srv, sessions, func(time.Time) func() (time.Time, bool) {
+		left := *o.rounds
+		return func() (time.Time, bool) { left--; return time.Time{}, left >= 0 }
+	})
+	if r.err != nil {
+		return fmt.Errorf("lifecycles: %w", r.err)
 	}
-	wg.Wait()
-	elapsed := time.Since(t0)
-	cpu := srv.cpuSeconds() - cpu0
-	if err, ok := firstErr.Load().(error); ok {
-		return fmt.Errorf("lifecycles: %w", err)
-	}
-	lifecycles := done.Load()
 	fmt.Printf("job lifecycles over WebSocket (call → defer → result → consumed), %d sessions back to back: %.0f/s  (%d in %.2fs)\n",
-		len(sessions), float64(lifecycles)/elapsed.Seconds(), lifecycles, elapsed.Seconds())
-	fmt.Printf("broker CPU: %.2f s for %d frames = %.0f frames/s per core\n", cpu, lifecycles*framesPerLifecycle,
-		float64(lifecycles*framesPerLifecycle)/cpu)
-	fmt.Printf("defer-ack latency while saturated: %s\n", percentiles(lat))
+		len(sessions), float64(r.done)/r.elapsed.Seconds(), r.done, r.elapsed.Seconds())
+	fmt.Printf("broker CPU: %.2f s for %d frames = %.0f frames/s per core\n", r.cpu, r.done*framesPerLifecycle,
+		float64(r.done*framesPerLifecycle)/r.cpu)
+	fmt.Printf("defer-ack latency while saturated: %s\n", percentiles(r.latencies))
 
 	// Latency: every session is active, starting a lifecycle every period (sessions / rate),
 	// at a random phase, for the run's duration.
 	period := time.Duration(float64(len(sessions)) / *o.rate * float64(time.Second))
-	lat = make([][]time.Duration, len(sessions))
-	done.Store(0)
-	cpu0, t0 = srv.cpuSeconds(), time.Now()
-	end := t0.Add(*o.paced)
+	r = runLifecycles(ctx, srv, sessions, func(t0 time.Time) func() (time.Time, bool) {
+		end := t0.Add(*o.paced)
+		next, first := t0.Add(time.Duration(rand.Int64N(int64(period)))), true
+		return func() (time.Time, bool) {
+			if !first { // the next start that is not past yet
+				for next = next.Add(period); next.Before(time.Now()); next = next.Add(period) {
+				}
+			}
+			first = false
+			return next, next.Before(end)
+		}
+	})
+	if r.err != nil {
+		return fmt.Errorf("paced lifecycles: %w", r.err)
+	}
+	fmt.Printf("defer-ack latency, %d sessions active at %.0f lifecycles/s (%.0f done/s, broker CPU %.0f%%): %s\n",
+		len(sessions), *o.rate, float64(r.done)/r.elapsed.Seconds(), 100*r.cpu/r.elapsed.Seconds(), percentiles(r.latencies))
+	return nil
+}
+
+// lifecycleRun is what runLifecycles measured.
+type lifecycleRun struct {
+	latencies [][]time.Duration // the defer-ack latencies of each session
+	done      int64             // lifecycles completed
+	elapsed   time.Duration
+	cpu       float64 // the broker's CPU seconds
+	err       error   // the first lifecycle that failed
+}
+
+// runLifecycles runs lifecycles on every session at once until each session's schedule says
+// stop. schedule is called once per session with the start of the run; the function it returns
+// gives, before each lifecycle, the time to start it at (the zero time: at once) and whether to
+// run it.
+func runLifecycles(ctx context.Context, srv *served, sessions []*benchSession, schedule func(t0 time.Time) func() (time.Time, bool)) lifecycleRun {
+	r := lifecycleRun{latencies: make([][]time.Duration, len(sessions))}
+	var done atomic.Int64
+	var failed firstError
+	var wg sync.WaitGroup
+	cpu0, t0 := srv.cpuSeconds(), time.Now()
 	for i, s := range sessions {
+		next := schedule(t0)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			next := t0.Add(time.Duration(rand.Int64N(int64(period))))
-			for next.Before(end) {
-				time.Sleep(time.Until(next))
-				d, err := s.lifecycle(ctx)
-				if err != nil {
-					firstErr.Store(err)
+			for {
+				at, ok := next()
+				if !ok {
 					return
 				}
-				lat[i] = append(lat[i], d)
-				done.Add(1)
-				for next = next.Add(period); next.Before(time.Now()); next = next.Add(period) {
+				time.Sleep(time.Until(at))
+				d, err := s.lifecycle(ctx)
+				if err != nil {
+					failed.set(err)
+					return
 				}
+				r.latencies[i] = append(r.latencies[i], d)
+				done.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	elapsed = time.Since(t0)
-	cpu = srv.cpuSeconds() - cpu0
-	if err, ok := firstErr.Load().(error); ok {
-		return fmt.Errorf("paced lifecycles: %w", err)
-	}
-	fmt.Printf("defer-ack latency, %d sessions active at %.0f lifecycles/s (%.0f done/s, broker CPU %.0f%%): %s\n",
-		len(sessions), *o.rate, float64(done.Load())/elapsed.Seconds(), 100*cpu/elapsed.Seconds(), percentiles(lat))
-	return nil
+	r.elapsed, r.cpu = time.Since(t0), srv.cpuSeconds()-cpu0
+	r.done, r.err = done.Load(), failed.get()
+	return r
 }
 
 // percentiles formats p50, p99 and the maximum of the latencies.
@@ -422,10 +455,17 @@ func idleMemory(srv *served, count int) error {
 	defer cancel()
 	time.Sleep(2 * time.Second) // the previous run's garbage
 	before := srv.rss()
-	conns := make([]*benchConn, count)
+	conns := make([]*frameConn, count)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.close()
+			}
+		}
+	}()
 	tools := []any{map[string]any{"name": "lookup", "description": "Looks something up.", "parameters": map[string]any{"type": "object"}}}
+	var failed firstError
 	var wg sync.WaitGroup
-	var firstErr atomic.Value
 	sem := make(chan struct{}, 64)
 	for i := range conns {
 		wg.Add(1)
@@ -435,18 +475,17 @@ func idleMemory(srv *served, count int) error {
 			defer func() { <-sem }()
 			c, _, err := dialBench(ctx, srv.addr, map[string]any{"role": "host", "api_key": benchKey, "tools": tools})
 			if err != nil {
-				firstErr.Store(err)
-				return
-			}
-			if _, err := c.expect(ctx, "tools.declared"); err != nil {
-				firstErr.Store(err)
+				failed.set(err)
 				return
 			}
 			conns[i] = c
+			if _, err := c.expectType(ctx, "tools.declared"); err != nil {
+				failed.set(err)
+			}
 		}()
 	}
 	wg.Wait()
-	if err, ok := firstErr.Load().(error); ok {
+	if err := failed.get(); err != nil {
 		return fmt.Errorf("idle sessions: %w", err)
 	}
 	time.Sleep(3 * time.Second)
@@ -454,9 +493,6 @@ func idleMemory(srv *served, count int) error {
 	per := float64(after-before) / float64(count)
 	fmt.Printf("memory per idle session (%d sessions, one host connection each): %.1f KiB (RSS %d MiB → %d MiB)\n",
 		count, per/1024, before>>20, after>>20)
-	for _, c := range conns {
-		c.close()
-	}
 	return nil
 }
 
@@ -484,6 +520,7 @@ func startRedis() (*privateRedis, error) {
 	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
 		"--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
 	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	r := &privateRedis{cmd: cmd, addr: fmt.Sprintf("127.0.0.1:%d", port), dir: dir}

@@ -96,7 +96,7 @@ func peerLifecycles(addr string, n, sessions, pipelines, maxBatch int) (*peerRes
 	goCPU0 := processCPU()
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	var failed atomic.Value
+	var failed firstError
 	run := fmt.Sprintf("%x", time.Now().UnixNano())
 	start := time.Now()
 	for w := range sessions {
@@ -110,7 +110,7 @@ func peerLifecycles(addr string, n, sessions, pipelines, maxBatch int) (*peerRes
 					return
 				}
 				if err := oneLifecycle(ctx, engine, &consumed, sess, tool, args, out, fmt.Sprintf("%s-h%d", sess, i)); err != nil {
-					failed.Store(err)
+					failed.set(err)
 					return
 				}
 			}
@@ -118,7 +118,7 @@ func peerLifecycles(addr string, n, sessions, pipelines, maxBatch int) (*peerRes
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if err, ok := failed.Load().(error); ok {
+	if err := failed.get(); err != nil {
 		return nil, err
 	}
 	cmd1, _ := redisCommands(ctx, rdb)

@@ -9,8 +9,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/backchannel-io/backchannel/frames"
 	backchannel "github.com/backchannel-io/backchannel/sdk/go"
 )
@@ -52,27 +50,18 @@ func call(args []string) error {
 	if err != nil {
 		return err
 	}
-	ws, _, err := websocket.Dial(ctx, endpoint, nil)
+	c, err := dialFrames(ctx, endpoint, nil)
 	if err != nil {
 		return err
 	}
-	defer ws.CloseNow()
-	ws.SetReadLimit(16 << 20)
-	send := func(f frames.Frame) error {
-		b, err := frames.Encode(f)
-		if err != nil {
-			return err
-		}
-		return ws.Write(ctx, websocket.MessageText, b)
-	}
+	defer c.close()
+	send := func(f frames.Frame) error { return c.send(ctx, f) }
+	// read returns the next frame; an error frame is returned as the error.
 	read := func() (frames.Frame, error) {
 		for {
-			typ, b, err := ws.Read(ctx)
+			b, err := c.next(ctx)
 			if err != nil {
 				return nil, err
-			}
-			if typ != websocket.MessageText {
-				continue
 			}
 			f, err := frames.Decode(b)
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -61,6 +62,9 @@ func runDemo(ctx context.Context, w io.Writer, addr string, log *slog.Logger) er
 		return err
 	}
 	defer stop()
+	// Whatever way the story ends, every goroutine it started stops (before the broker does).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	out := &demoPrinter{w: w, start: time.Now()}
 	out.line("broker", "listening on %s (memory store, scripted model)", base)
 
@@ -70,7 +74,7 @@ func runDemo(ctx context.Context, w io.Writer, addr string, log *slog.Logger) er
 		Tools: []backchannel.Tool{{Decl: demoTool, Handler: demoHandler(out)}},
 		OnEvent: func(e backchannel.Event) {
 			if n, ok := e.Frame.(*frames.ToolJobNarration); ok && n.Kind == frames.NarrationCompletion &&
-				(n.State == frames.NarrationDelivered || n.State == "failed") {
+				(n.State == frames.NarrationDelivered || n.State == frames.NarrationFailed) {
 				select {
 				case done <- string(n.State):
 				default:
@@ -87,14 +91,13 @@ func runDemo(ctx context.Context, w io.Writer, addr string, log *slog.Logger) er
 	timeline := make(chan error, 1)
 	go func() { timeline <- followTimeline(ctx, base, host.SessionID(), out) }()
 
-	caller, err := dialDemoCaller(ctx, base, host.SessionID(), host.JoinToken())
+	caller, err := startDemoCaller(ctx, base, host.SessionID(), host.JoinToken(), out)
 	if err != nil {
 		return fmt.Errorf("caller: %w", err)
 	}
-	defer caller.CloseNow()
-	go demoCaller(ctx, caller, out)
+	defer caller.stop()
 	out.line("caller", `says: call book_table {"party":4}`)
-	if err := sendJSON(ctx, caller, map[string]any{"type": "caller.text", "text": `call book_table {"party":4}`}); err != nil {
+	if err := caller.conn.send(ctx, &frames.CallerText{Text: `call book_table {"party":4}`}); err != nil {
 		return err
 	}
 
@@ -132,14 +135,32 @@ func demoHandler(out *demoPrinter) backchannel.Handler {
 		out.line("host", "deferred %s as %s", call.CallID, job.Handle)
 		go func() {
 			ctx := job.Context()
-			step := func(d time.Duration) { time.Sleep(d) }
-			step(500 * time.Millisecond)
+			// step waits d, or reports false when the job ended first (cancelled, session over).
+			step := func(d time.Duration) bool {
+				t := time.NewTimer(d)
+				defer t.Stop()
+				select {
+				case <-t.C:
+					return true
+				case <-ctx.Done():
+					return false
+				}
+			}
+			if !step(500 * time.Millisecond) {
+				return
+			}
 			_ = job.Progress(ctx, "calling the restaurant")
-			step(time.Second)
+			if !step(time.Second) {
+				return
+			}
 			_ = job.Milestone(ctx, "the restaurant picked up")
-			step(1500 * time.Millisecond)
+			if !step(1500 * time.Millisecond) {
+				return
+			}
 			_ = job.Milestone(ctx, "they have two tables left")
-			step(500 * time.Millisecond)
+			if !step(500 * time.Millisecond) {
+				return
+			}
 			id, err := job.Ask(ctx, frames.Interaction{Prompt: "Would you like 7:30 or 8:15?", Options: []string{"7:30", "8:15"}})
 			if err != nil {
 				out.line("host", "ask failed: %v", err)
@@ -152,7 +173,9 @@ func demoHandler(out *demoPrinter) backchannel.Handler {
 				return
 			}
 			out.line("host", "answer to %s: %q (option %s)", id, a.Text, a.Option)
-			step(time.Second)
+			if !step(time.Second) {
+				return
+			}
 			if err := job.Result(ctx, map[string]any{"party": 4, "time": a.Option, "confirmation": "T-4711"}); err != nil {
 				out.line("host", "result failed: %v", err)
 			}
@@ -172,78 +195,93 @@ func startDemoBroker(ctx context.Context, addr string, log *slog.Logger) (string
 	}
 	srv := &http.Server{Handler: node.Handler(wsh, routes), ReadHeaderTimeout: 10 * time.Second}
 	runCtx, cancelRun := context.WithCancel(ctx)
-	go func() { _ = node.Run(runCtx) }()
-	go func() { _ = srv.Serve(ln) }()
+	ran, served := make(chan struct{}), make(chan struct{})
+	go func() { defer close(ran); _ = node.Run(runCtx) }()
+	go func() { defer close(served); _ = srv.Serve(ln) }()
 	stop := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = node.Shutdown(sctx, true)
 		wsh.CloseAll(int(websocket.StatusGoingAway), "demo over")
-		_ = srv.Shutdown(sctx)
+		if srv.Shutdown(sctx) != nil {
+			_ = srv.Close() // what did not finish in time
+		}
 		_ = wsh.Wait(sctx)
 		cancelRun()
+		<-ran
+		<-served
 	}
 	return "http://" + displayAddr(ln.Addr()), stop, nil
 }
 
-// dialDemoCaller attaches the scripted caller to the session with its join token.
-func dialDemoCaller(ctx context.Context, base, sessionID, joinToken string) (*websocket.Conn, error) {
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/v1/ws", nil)
+// demoCallerConn is the demo's scripted caller: a WebSocket caller of the session that prints
+// what the agent says and answers the decision once the agent has asked it and fallen silent.
+type demoCallerConn struct {
+	conn      *frameConn
+	lastAudio atomic.Int64 // when the agent's audio last arrived, Unix nanoseconds
+	done      chan struct{}
+}
+
+// startDemoCaller attaches the scripted caller to the session with its join token.
+func startDemoCaller(ctx context.Context, base, sessionID, joinToken string, out *demoPrinter) (*demoCallerConn, error) {
+	c := &demoCallerConn{done: make(chan struct{})}
+	c.lastAudio.Store(time.Now().UnixNano())
+	conn, err := dialFrames(ctx, "ws"+strings.TrimPrefix(base, "http")+"/v1/ws", func() { // the agent's audio, 20 ms a message in real time
+		c.lastAudio.Store(time.Now().UnixNano())
+	})
 	if err != nil {
 		return nil, err
 	}
-	c.SetReadLimit(16 << 20)
-	if err := sendJSON(ctx, c, map[string]any{"type": "hello", "protocol": frames.Protocol, "role": "caller",
-		"session_id": sessionID, "join_token": joinToken}); err != nil {
+	c.conn = conn
+	if err := conn.send(ctx, &frames.Hello{Protocol: frames.Protocol, Role: frames.RoleCaller, SessionID: sessionID, JoinToken: joinToken}); err != nil {
+		conn.close()
 		return nil, err
 	}
+	go c.listen(ctx, out)
 	return c, nil
 }
 
-// demoCaller prints what the caller hears and answers the decision once the agent has asked
-// it and fallen silent.
-func demoCaller(ctx context.Context, c *websocket.Conn, out *demoPrinter) {
+// listen prints the agent's final transcripts and answers the decision, until the connection
+// ends.
+func (c *demoCallerConn) listen(ctx context.Context, out *demoPrinter) {
+	defer close(c.done)
+	var answer sync.WaitGroup
+	defer answer.Wait()
 	answered := false
-	var mu sync.Mutex
-	lastAudio := time.Now()
 	for {
-		typ, data, err := c.Read(ctx)
+		b, err := c.conn.next(ctx)
 		if err != nil {
 			return
 		}
-		if typ != websocket.MessageText { // the agent's audio, 20 ms a frame in real time
-			mu.Lock()
-			lastAudio = time.Now()
-			mu.Unlock()
+		f, err := frames.Decode(b)
+		t, ok := f.(*frames.Transcript)
+		if err != nil || !ok || !t.Final || t.Role != frames.RoleAgent {
 			continue
 		}
-		var f struct {
-			Type  string `json:"type"`
-			Role  string `json:"role"`
-			Text  string `json:"text"`
-			Final bool   `json:"final"`
-		}
-		if json.Unmarshal(data, &f) != nil || f.Type != "transcript" || !f.Final || f.Role != "agent" {
-			continue
-		}
-		out.line("agent", "says: %s", f.Text)
-		if !answered && strings.Contains(f.Text, "7:30 or 8:15") {
+		out.line("agent", "says: %s", t.Text)
+		if !answered && strings.Contains(t.Text, "7:30 or 8:15") {
 			answered = true
+			answer.Add(1)
 			go func() {
-				for {
-					time.Sleep(100 * time.Millisecond)
-					mu.Lock()
-					quiet := time.Since(lastAudio)
-					mu.Unlock()
-					if quiet > 500*time.Millisecond {
-						break
+				defer answer.Done()
+				for time.Since(time.Unix(0, c.lastAudio.Load())) <= 500*time.Millisecond {
+					select {
+					case <-time.After(100 * time.Millisecond):
+					case <-ctx.Done():
+						return
 					}
 				}
 				out.line("caller", "says: 7:30 please")
-				_ = sendJSON(ctx, c, map[string]any{"type": "caller.text", "text": "7:30 please"})
+				_ = c.conn.send(ctx, &frames.CallerText{Text: "7:30 please"})
 			}()
 		}
 	}
+}
+
+// stop hangs the caller's connection up and waits for its goroutines.
+func (c *demoCallerConn) stop() {
+	c.conn.close()
+	<-c.done
 }
 
 // followTimeline prints the session's timeline as it happens (SPEC 16 ?follow=1).
@@ -304,13 +342,4 @@ func (p *demoPrinter) entry(e jobs.Entry) {
 		call = " " + e.CallID
 	}
 	p.line("timeline", "%s%s%s", e.Kind, call, b.String())
-}
-
-// sendJSON writes one JSON text message.
-func sendJSON(ctx context.Context, c *websocket.Conn, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return c.Write(ctx, websocket.MessageText, b)
 }

@@ -111,6 +111,12 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // only the flags configure it). It is killed when the test ends if it still runs.
 func startProc(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, name, nil, args...)
+}
+
+// startProcEnv is startProc with the BACKCHANNEL_* variables of env ("NAME=VALUE") set.
+func startProcEnv(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, name: name, notify: make(chan struct{}), exited: make(chan struct{})}
 	p.cmd = exec.Command(binPath, args...)
 	for _, kv := range os.Environ() {
@@ -118,6 +124,7 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 			p.cmd.Env = append(p.cmd.Env, kv)
 		}
 	}
+	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stderr = lockedWriter{&p.mu, &p.stderr}
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -221,6 +228,21 @@ func (p *proc) expectExit0() {
 	if p.waitErr != nil {
 		p.t.Fatalf("%s: %v, want exit status 0; stderr:\n%s", p.name, p.waitErr, p.stderrText())
 	}
+}
+
+// expectExitFailure waits for the process to exit by itself (at most startTimeout), fails
+// unless its status is non-zero, and returns what it wrote to stderr.
+func (p *proc) expectExitFailure() string {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(startTimeout):
+		p.t.Fatalf("%s still runs after %v, want it to refuse to start", p.name, startTimeout)
+	}
+	if p.waitErr == nil {
+		p.t.Fatalf("%s exited 0, want a non-zero status", p.name)
+	}
+	return p.stderrText()
 }
 
 var listeningLine = regexp.MustCompile(`^backchannel listening on http://127\.0\.0\.1:(\d+)$`)
@@ -608,4 +630,64 @@ func (c *callerConn) waitClosed() websocket.StatusCode {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.status
+}
+
+// TestProcessServeBadConfiguration: serve refuses a bad configuration — an unknown store, no API
+// keys off loopback, an unreachable Redis, a malformed environment variable — before it listens:
+// it exits non-zero with a one-line reason and prints no start-up line (SPEC 18).
+func TestProcessServeBadConfiguration(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"unknown store", nil, []string{"serve", "--store", "etcd"}, `--store "etcd": want memory or redis`},
+		{"no keys off loopback", nil, []string{"serve", "--addr", "0.0.0.0:0"}, "refusing to start without API keys"},
+		{"no keys from the environment off loopback", []string{"BACKCHANNEL_ADDR=0.0.0.0:0"}, []string{"serve"}, "refusing to start without API keys"},
+		{"unreachable redis", nil, []string{"serve", "--addr", "127.0.0.1:0", "--store", "redis", "--redis-url", "redis://127.0.0.1:1/0"}, "is not reachable"},
+		{"malformed environment", []string{"BACKCHANNEL_RESUME_WINDOW=forever"}, []string{"serve", "--addr", "127.0.0.1:0"}, "BACKCHANNEL_RESUME_WINDOW"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := startProcEnv(t, "serve", c.env, c.args...)
+			stderr := p.expectExitFailure()
+			lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], "backchannel serve: ") || !strings.Contains(lines[0], c.want) {
+				t.Errorf("stderr %q, want one line `backchannel serve: …%s…`", stderr, c.want)
+			}
+			for _, l := range p.lines() {
+				if strings.Contains(l, "listening on") {
+					t.Errorf("printed %q although it refused to start", l)
+				}
+			}
+		})
+	}
+}
+
+// TestProcessServeEnvironment: with no flags, serve takes its listen address and API keys from
+// BACKCHANNEL_ADDR and BACKCHANNEL_API_KEYS (SPEC 18): the given key creates sessions, the
+// loopback default key dev does not exist, and no dev key is announced.
+func TestProcessServeEnvironment(t *testing.T) {
+	t.Parallel()
+	p := startProcEnv(t, "serve-env", []string{"BACKCHANNEL_ADDR=127.0.0.1:0", "BACKCHANNEL_API_KEYS=acme=k-acme"}, "serve")
+	m := p.waitLine(listeningLine)
+	base := "http://127.0.0.1:" + m[1]
+	if status, _, body := wiretest.HTTPDo(t, "POST", base+"/v1/sessions", "k-acme", "application/json", "{}"); status != http.StatusCreated {
+		t.Errorf("POST /v1/sessions with the key of BACKCHANNEL_API_KEYS: %d %s, want 201", status, body)
+	}
+	status, _, body := wiretest.HTTPDo(t, "POST", base+"/v1/sessions", "dev", "application/json", "{}")
+	var e struct{ Code string }
+	if status != http.StatusUnauthorized || json.Unmarshal(body, &e) != nil || e.Code != "unauthorized" {
+		t.Errorf("POST /v1/sessions with key dev: %d %s, want 401 unauthorized", status, body)
+	}
+	p.signal(syscall.SIGTERM)
+	p.expectExit0()
+	p.expectOneListeningLine()
+	for _, l := range p.lines() {
+		if strings.Contains(l, "dev") {
+			t.Errorf("printed %q with API keys given", l)
+		}
+	}
 }

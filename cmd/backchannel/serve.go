@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -64,16 +65,24 @@ func envOr(name, def string) string {
 	return def
 }
 
-func envDuration(name string, def time.Duration) (time.Duration, error) {
+// envParsed returns the environment variable's value as parse reads it, or def when it is not
+// set; a value parse refuses is an error naming the variable.
+func envParsed[T any](name string, def T, parse func(string) (T, error)) (T, error) {
 	v, ok := os.LookupEnv(name)
 	if !ok {
 		return def, nil
 	}
-	d, err := time.ParseDuration(v)
+	x, err := parse(v)
 	if err != nil {
-		return 0, fmt.Errorf("%s=%q: %v", name, v, err)
+		var zero T
+		return zero, fmt.Errorf("%s=%q: %v", name, v, err)
 	}
-	return d, nil
+	return x, nil
+}
+
+// envDuration returns the environment variable's value as a duration, or def.
+func envDuration(name string, def time.Duration) (time.Duration, error) {
+	return envParsed(name, def, time.ParseDuration)
 }
 
 func parseServe(args []string) (*serveConfig, error) {
@@ -222,13 +231,19 @@ func serve(args []string) error {
 		if err != nil {
 			return fmt.Errorf("--redis-url %q: %v", c.redisURL, err)
 		}
+		// go-redis logs to stderr by itself: its lines go to slog instead, and none while the
+		// start-up ping runs, whose failure is the one-line reason serve exits with.
+		rlog := &redisLogger{log: log}
+		redis.SetLogger(rlog)
 		rdb := redis.NewClient(opts)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err = rdb.Ping(ctx).Err()
 		cancel()
 		if err != nil {
+			_ = rdb.Close()
 			return fmt.Errorf("redis at %s is not reachable: %v", c.redisURL, err)
 		}
+		rlog.started.Store(true)
 		rs, err := redisstore.New(redisstore.Options{Client: rdb})
 		if err != nil {
 			return err
@@ -268,7 +283,9 @@ func serve(args []string) error {
 	defer stop()
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
+	ran := make(chan struct{})
 	go func() {
+		defer close(ran)
 		if err := node.Run(runCtx); err != nil {
 			log.Error("deadline scheduler stopped", "err", err)
 		}
@@ -282,6 +299,7 @@ func serve(args []string) error {
 		return fmt.Errorf("serve: %v", err)
 	case <-ctx.Done():
 	}
+	stop() // a second SIGINT or SIGTERM during the graceful shutdown ends the process at once
 	log.Info("shutting down", "store", c.store)
 	shutCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -297,7 +315,26 @@ func serve(args []string) error {
 	_ = wsh.Wait(shutCtx) // the last frames and close frames are written
 	_ = rtc.Wait(shutCtx)
 	cancelRun()
+	select { // the deadline scheduler stops before the store closes
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		log.Warn("the deadline scheduler did not stop within 5s")
+	}
 	return nil
+}
+
+// redisLogger passes go-redis's log lines to slog as warnings once started is set, and drops
+// them before.
+type redisLogger struct {
+	log     *slog.Logger
+	started atomic.Bool
+}
+
+// Printf logs one line of go-redis.
+func (l *redisLogger) Printf(_ context.Context, format string, v ...any) {
+	if l.started.Load() {
+		l.log.Warn("redis: " + fmt.Sprintf(format, v...))
+	}
 }
 
 // displayAddr renders the real listen address (the real port when --addr asked for port 0).
@@ -311,15 +348,13 @@ func displayAddr(a net.Addr) string {
 
 // envInt returns the environment variable's value as an integer, or def.
 func envInt(name string, def int) (int, error) {
-	v, ok := os.LookupEnv(name)
-	if !ok {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q: not an integer", name, v)
-	}
-	return n, nil
+	return envParsed(name, def, func(v string) (int, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return 0, errors.New("not an integer")
+		}
+		return n, nil
+	})
 }
 
 // webrtcOptions turns the --webrtc-* flags into the transport's options (none: loopback only).
