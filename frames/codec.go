@@ -70,8 +70,10 @@ func decodeFrame(obj, typ []byte) (Frame, *Error) {
 		return nil, &Error{Code: CodeUnknownFrame, Message: fmt.Sprintf("unknown frame type %q", truncate(name, 64))}
 	}
 	v := reflect.New(r.goType)
-	var buf [maxStackFields][]byte
-	if err := decodeObject(r.info.values(obj, buf[:0]), r.info, v.Elem(), "", ""); err != nil {
+	sc := getScratch()
+	err := decodeObject(r.info.values(obj, sc[:0]), r.info, v.Elem(), "", "")
+	putScratch(sc)
+	if err != nil {
 		return nil, err
 	}
 	f := v.Interface().(Frame)
