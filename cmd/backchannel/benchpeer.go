@@ -83,8 +83,10 @@ func peerLifecycles(addr string, n, sessions, pipelines, maxBatch int) (*peerRes
 	args := json.RawMessage(`{"report":"q3","format":"pdf"}`)
 	out := json.RawMessage(`{"url":"https://example.com/r/q3.pdf"}`)
 
-	// Warm the script cache and the connections.
-	if err := oneLifecycle(ctx, engine, &consumed, "warm", tool, args, out, "warm-h"); err != nil {
+	// Warm the script cache and the connections. Handles are unique per run: a Redis used by an
+	// earlier run still holds that run's burned handles.
+	run := fmt.Sprintf("%x", time.Now().UnixNano())
+	if err := oneLifecycle(ctx, engine, &consumed, "warm-"+run, tool, args, out, "warm-h-"+run); err != nil {
 		return nil, err
 	}
 	cmd0, err := redisCommands(ctx, rdb)
@@ -97,7 +99,6 @@ func peerLifecycles(addr string, n, sessions, pipelines, maxBatch int) (*peerRes
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var failed firstError
-	run := fmt.Sprintf("%x", time.Now().UnixNano())
 	start := time.Now()
 	for w := range sessions {
 		wg.Add(1)
