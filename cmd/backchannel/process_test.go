@@ -117,8 +117,14 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 // startProcEnv is startProc with the BACKCHANNEL_* variables of env ("NAME=VALUE") set.
 func startProcEnv(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
+	return startBinary(t, name, binPath, env, args...)
+}
+
+// startBinary runs the program at path like startProcEnv runs the backchannel binary.
+func startBinary(t *testing.T, name, path string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, name: name, notify: make(chan struct{}), exited: make(chan struct{})}
-	p.cmd = exec.Command(binPath, args...)
+	p.cmd = exec.Command(path, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "BACKCHANNEL_") {
 			p.cmd.Env = append(p.cmd.Env, kv)
@@ -131,7 +137,7 @@ func startProcEnv(t *testing.T, name string, env []string, args ...string) *proc
 		t.Fatal(err)
 	}
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("%s: start %s: %v", name, binPath, err)
+		t.Fatalf("%s: start %s: %v", name, path, err)
 	}
 	readDone := make(chan struct{})
 	go func() {
