@@ -38,14 +38,15 @@ func TestVoiceScenarios(t *testing.T) {
 }
 
 // peer is a raw WebSocket connection to the broker (a host or a caller): it keeps the JSON
-// frames it receives and drops the caller's audio.
+// frames it receives and drops the caller's audio, noting when the last of it came.
 type peer struct {
-	t       *testing.T
-	ws      *websocket.Conn
-	mu      sync.Mutex
-	frames  []map[string]any
-	changed chan struct{}
-	done    chan struct{}
+	t         *testing.T
+	ws        *websocket.Conn
+	mu        sync.Mutex
+	frames    []map[string]any
+	lastAudio time.Time
+	changed   chan struct{}
+	done      chan struct{}
 }
 
 func dialPeer(t *testing.T, url string) *peer {
@@ -65,8 +66,14 @@ func dialPeer(t *testing.T, url string) *peer {
 			if err != nil {
 				return
 			}
+			if typ == websocket.MessageBinary {
+				p.mu.Lock()
+				p.lastAudio = time.Now()
+				p.mu.Unlock()
+				continue
+			}
 			var f map[string]any
-			if typ != websocket.MessageText || json.Unmarshal(b, &f) != nil {
+			if json.Unmarshal(b, &f) != nil {
 				continue
 			}
 			p.mu.Lock()
@@ -112,6 +119,24 @@ func (p *peer) wait(what string, ok func(map[string]any) bool) map[string]any {
 		case <-deadline:
 			p.t.Fatalf("no %s; frames: %v", what, p.all())
 		}
+	}
+}
+
+// waitQuiet waits until no agent audio has come for d (at most 20 s).
+func (p *peer) waitQuiet(d time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p.mu.Lock()
+		last := p.lastAudio
+		p.mu.Unlock()
+		if time.Since(last) >= d {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatal("the agent's audio never stopped")
+		}
+		time.Sleep(d / 4)
 	}
 }
 
