@@ -417,3 +417,34 @@ func TestFrameLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestCallProgress: Call.Progress before the answer re-arms the call's ordinary timeout (SPEC
+// 7): a handler that reports progress every 400 ms answers after 1.2 s although the tool's
+// timeout is 1 s, and the agent gets its result. Once the call is over, Progress fails with
+// call_finished.
+func TestCallProgress(t *testing.T) {
+	forEachStore(t, func(t *testing.T, b *brokertest.Broker) {
+		finished := make(chan *backchannel.Call, 1)
+		slow := tool("slow", false, func(ctx context.Context, call *backchannel.Call) (any, error) {
+			for i := range 3 {
+				time.Sleep(400 * time.Millisecond)
+				if err := call.Progress(ctx, fmt.Sprintf("step %d of 3", i+1)); err != nil {
+					return nil, err
+				}
+			}
+			finished <- call
+			return "done", nil
+		})
+		slow.Decl.Timeout = frames.Duration(time.Second)
+		h := connect(t, backchannel.Options{URL: b.URL, APIKey: brokertest.KeyA, Tools: []backchannel.Tool{slow}})
+		a := newAgent(t, b, h.SessionID(), h.JoinToken())
+		a.call("c1", "slow", map[string]any{})
+		if r := a.final("c1"); r.Kind != frames.ResultKindResult || r.Content != "done" {
+			t.Fatalf("slow result: %s %q, want the handler's answer (progress re-arms the timeout)", r.Kind, r.Content)
+		}
+		call := <-finished
+		if err := call.Progress(ctxT(t), "too late"); codeOf(err) != frames.CodeCallFinished {
+			t.Errorf("progress after the result: %v, want call_finished", err)
+		}
+	})
+}
