@@ -28,8 +28,8 @@ func (s *Session) declare(sl *Slot, ref string, decls []frames.ToolDecl) {
 	for n := range tools {
 		distinct[n] = true
 	}
-	if max := s.node.cfg.Limits.MaxTools; len(distinct) > max {
-		s.sendError(sl, ref, frames.Errorf(frames.CodeLimitExceeded, "%d tools in this session is over the limit of %d", len(distinct), max))
+	if limit := s.node.cfg.Limits.MaxTools; len(distinct) > limit {
+		s.sendError(sl, ref, frames.Errorf(frames.CodeLimitExceeded, "%d tools in this session is over the limit of %d", len(distinct), limit))
 		return
 	}
 	sl.tools = tools

@@ -80,9 +80,9 @@ func (e *Engine) children(ctx context.Context, tenant, callID string) ([]string,
 }
 
 // closeDescendants cancels the open jobs among ids and walks through the ended ones. With
-// clear set, the transition that closes the last of ids, when it is open, also removes the
-// cascade marker of clear; it reports whether that happened.
-func (e *Engine) closeDescendants(ctx context.Context, tenant string, ids []string, seen map[string]bool, clear string) (bool, error) {
+// marker set, the transition that closes the last of ids, when it is open, also removes the
+// cascade marker of that call; it reports whether that happened.
+func (e *Engine) closeDescendants(ctx context.Context, tenant string, ids []string, seen map[string]bool, marker string) (bool, error) {
 	cleared := false
 	for i, id := range ids {
 		if seen[id] {
@@ -98,7 +98,7 @@ func (e *Engine) closeDescendants(ctx context.Context, tenant string, ids []stri
 		}
 		last := ""
 		if i == len(ids)-1 {
-			last = clear
+			last = marker
 		}
 		ended, _, err := e.closeChild(ctx, child, last)
 		if err != nil {
