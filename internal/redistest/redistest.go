@@ -31,11 +31,12 @@ type Server struct {
 	Addr string // 127.0.0.1:PORT
 	Dir  string // its working directory (AOF files live here)
 
-	t      testing.TB
-	aof    bool
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	t       testing.TB
+	aof     bool
+	busPort int // the cluster bus port in cluster mode, else 0
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
 }
 
 // Options configure Start.
@@ -73,6 +74,10 @@ func (s *Server) start() error {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		args = append(args, "--appendonly", "no")
+	}
+	if s.busPort != 0 {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-port", fmt.Sprint(s.busPort),
+			"--cluster-config-file", filepath.Join(s.Dir, "nodes.conf"), "--cluster-node-timeout", "2000")
 	}
 	cmd := exec.Command("redis-server", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
