@@ -111,7 +111,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", envOr("BACKCHANNEL_ADDR", "127.0.0.1:8080"), "HTTP/WebSocket listen address [BACKCHANNEL_ADDR]")
 	fs.StringVar(&c.store, "store", envOr("BACKCHANNEL_STORE", "memory"), "job store: memory or redis [BACKCHANNEL_STORE]")
-	fs.StringVar(&c.redisURL, "redis-url", envOr("BACKCHANNEL_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL, with --store redis [BACKCHANNEL_REDIS_URL]")
+	fs.StringVar(&c.redisURL, "redis-url", envOr("BACKCHANNEL_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis URL, with --store redis; a cluster: redis://HOST:PORT?addr=HOST2:PORT2&addr=… [BACKCHANNEL_REDIS_URL]")
 	fs.StringVar(&c.apiKeys, "api-keys", envOr("BACKCHANNEL_API_KEYS", ""), "tenant=key,tenant2=key2; empty on loopback: tenant dev with key dev [BACKCHANNEL_API_KEYS]")
 	fs.StringVar(&c.model, "model", envOr("BACKCHANNEL_MODEL", "scripted"), "default voice model: scripted or openai [BACKCHANNEL_MODEL]")
 	fs.StringVar(&c.openAIURL, "openai-url", envOr("BACKCHANNEL_OPENAI_URL", "wss://api.openai.com/v1/realtime"), "Realtime endpoint for --model openai [BACKCHANNEL_OPENAI_URL]")
@@ -227,7 +227,7 @@ func serve(args []string) error {
 	case "memory":
 		store, closeStore = memstore.New(nil), func() {}
 	case "redis":
-		opts, err := redis.ParseURL(c.redisURL)
+		rdb, err := redisClient(c.redisURL)
 		if err != nil {
 			return fmt.Errorf("--redis-url %q: %v", c.redisURL, err)
 		}
@@ -235,7 +235,6 @@ func serve(args []string) error {
 		// start-up ping runs, whose failure is the one-line reason serve exits with.
 		rlog := &redisLogger{log: log}
 		redis.SetLogger(rlog)
-		rdb := redis.NewClient(opts)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err = rdb.Ping(ctx).Err()
 		cancel()
