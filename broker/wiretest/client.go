@@ -338,11 +338,25 @@ func (c *Conn) SendErr(v any) error {
 // the error frame that refused it. A last_seq member sets where the seq check resumes.
 func (c *Conn) Hello(members map[string]any) Frame {
 	c.t.Helper()
+	c.SendHello(members)
+	return c.ExpectWelcome()
+}
+
+// SendHello sends a hello with the given members (protocol is added) without waiting for its
+// answer (see ExpectWelcome), so that a test can send something else meanwhile.
+func (c *Conn) SendHello(members map[string]any) {
+	c.t.Helper()
 	h, next := HelloFrame(members)
 	c.mu.Lock()
 	c.nextSeq = next
 	c.mu.Unlock()
 	c.Send(h)
+}
+
+// ExpectWelcome returns the answer to a hello sent with SendHello: the welcome, or the error
+// frame that refused it.
+func (c *Conn) ExpectWelcome() Frame {
+	c.t.Helper()
 	f := c.Expect(func(f Frame) bool { return f.Type == "welcome" || f.Type == "error" })
 	if f.Type == "welcome" {
 		c.Welcome = f

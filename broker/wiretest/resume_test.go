@@ -344,3 +344,78 @@ func TestResumeFramesLost(t *testing.T) {
 		}
 	})
 }
+
+// TestResumeRacesCancel races a host's resume against the cancellation of its deferred job
+// (SPEC 10, 11): the agent's cancel and the resuming hello reach the session in either order,
+// a few milliseconds apart or at once. Whichever wins, the resumed host gets the job's
+// tool_cancel exactly once, under consecutive seqs; tool_deferred_resume lists the job exactly
+// when the cancel came after the resume, and then the tool_cancel follows it. (Both orders
+// occur: the cancel comes first in about one round in four.)
+func TestResumeRacesCancel(t *testing.T) {
+	t.Parallel()
+	eachStore(t, broker.Config{BackgroundAfter: 30 * time.Second}, func(t *testing.T, b *brokertest.Broker) {
+		for round := range 12 {
+			s := newSession(t, b, brokertest.KeyA)
+			h := s.host("host", decl("job", "deferred", true))
+			id := s.call(h, "a1", "job").Str("call_id")
+			wantAck(t, deferCall(t, h, id, fmt.Sprintf("race-%d", round), ""), true, "")
+			h.Absent(50*time.Millisecond, Any)
+			last := h.LastSeq()
+			h.Cut()
+			s.waitDisconnect(h)
+
+			h2 := Dial(t, b.WSURL, "host-resumed")
+			cancel := map[string]any{"type": "agent.tool_call", "id": nextID("tc-"), "call_id": "cx", "conversation_id": "root",
+				"name": "cancel", "arguments": map[string]any{"tool_call_id": "a1"}}
+			hello := map[string]any{"id": nextID("resume-"), "role": "host", "session_id": s.sid,
+				"resume_token": h.Welcome.Str("resume_token"), "last_seq": last}
+			gap := time.Duration(round%4) * time.Millisecond
+			var w Frame
+			if round%2 == 0 {
+				s.agent.Send(cancel)
+				time.Sleep(gap)
+				w = h2.Hello(hello)
+			} else {
+				h2.SendHello(hello)
+				time.Sleep(gap)
+				s.agent.Send(cancel)
+				w = h2.ExpectWelcome()
+			}
+			if w.Type != "welcome" {
+				t.Fatalf("round %d: resume answered %s", round, w)
+			}
+			if r := s.agentResult("cx"); r.Str("content") != "Tool cancellation requested" {
+				t.Fatalf("round %d: cancel answered %s", round, r)
+			}
+			h2.Expect(TypeWith("tool_cancel", "call_id", id))
+			h2.Absent(200*time.Millisecond, TypeWith("tool_cancel", "call_id", id)) // not twice
+			cancelAt, resumeAt, listed := -1, -1, false
+			for i, f := range h2.History() {
+				switch f.Type {
+				case "tool_cancel":
+					if f.Str("call_id") == id {
+						cancelAt = i
+					}
+				case "tool_deferred_resume":
+					resumeAt = i
+					for _, j := range f.Arr("jobs") {
+						if m, _ := j.(map[string]any); m["call_id"] == id {
+							listed = true
+						}
+					}
+				}
+			}
+			if resumeAt < 0 {
+				t.Fatalf("round %d: no tool_deferred_resume: %v", round, h2.History())
+			}
+			if listed && cancelAt < resumeAt {
+				t.Errorf("round %d: tool_deferred_resume lists the job after its tool_cancel was replayed", round)
+			}
+			if !listed && cancelAt > resumeAt {
+				t.Errorf("round %d: the job was open when the host resumed (its tool_cancel came later) but tool_deferred_resume did not list it", round)
+			}
+			h2.Send(map[string]any{"type": "session.end", "id": nextID("end-")})
+			h2.Expect("session.ended")
+		}
+	})
+}
