@@ -174,21 +174,6 @@ func (n *Node) callerURL(r *http.Request, s *Session) string {
 	return strings.TrimRight(base, "/") + "/?" + q.Encode()
 }
 
-// authorizeSession checks a request for a session resource. It writes the error and returns
-// false when the request may not see it.
-func (n *Node) authorizeSession(w http.ResponseWriter, r *http.Request, id string) (tenant string, ok bool) {
-	tenant, _, e := n.AuthorizeSession(id, BearerToken(r))
-	if e != nil {
-		status := http.StatusUnauthorized
-		if e.Code == frames.CodeNotFound {
-			status = http.StatusNotFound
-		}
-		WriteHTTPError(w, status, e.Code, e.Message)
-		return "", false
-	}
-	return tenant, true
-}
-
 // AuthorizeSession checks token — an API key of the session's tenant, or the session's join
 // token — for the resources of session id (SPEC 3.1, 3.5). It returns the session's tenant and
 // whether the session is still live (an ended one is remembered for the retention period), or an
@@ -231,15 +216,37 @@ func (n *Node) HangUp(tenant, id string) bool {
 }
 
 // timeline is GET /v1/sessions/{id}/timeline and its ?follow=1 stream (SPEC 16).
+//
+// A session this node does not know may live on another node that shares the store, or have
+// lived on a node that restarted: asked with an API key, the node answers from the store, where
+// timelines are kept per tenant (SPEC 15, 16). A tenant without entries for the id gets
+// not_found, exactly as for a missing session. (A join token can only be checked by a node that
+// knows its session.)
 func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	tenant, ok := n.authorizeSession(w, r, id)
-	if !ok {
+	token := BearerToken(r)
+	tenant, _, e := n.AuthorizeSession(id, token)
+	remote := false
+	if e != nil && e.Code == frames.CodeNotFound {
+		if keyTenant, isKey := n.tenantOf(token); isKey {
+			tenant, remote, e = keyTenant, true, nil
+		}
+	}
+	if e != nil {
+		status := http.StatusUnauthorized
+		if e.Code == frames.CodeNotFound {
+			status = http.StatusNotFound
+		}
+		WriteHTTPError(w, status, e.Code, e.Message)
 		return
 	}
 	entries, err := n.engine.Timeline(r.Context(), tenant, id, 0)
 	if err != nil {
 		WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, "the store is not reachable; try again")
+		return
+	}
+	if remote && len(entries) == 0 {
+		WriteHTTPError(w, http.StatusNotFound, frames.CodeNotFound, "no session "+id)
 		return
 	}
 	if entries == nil {
@@ -249,25 +256,27 @@ func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"session_id": id, "entries": entries})
 		return
 	}
-	n.follow(w, r, tenant, id, entries)
+	n.follow(w, r, tenant, id, entries, remote)
 }
 
 // follow streams a timeline as application/x-ndjson: the existing entries, then each new one
 // as it is appended, until the client goes away, the node shuts down, or the session ended and
-// everything was sent.
-func (n *Node) follow(w http.ResponseWriter, r *http.Request, tenant, id string, first []jobs.Entry) {
+// everything was sent. The session of a remote timeline (one this node does not serve) has
+// ended once its session_end entry was sent.
+func (n *Node) follow(w http.ResponseWriter, r *http.Request, tenant, id string, first []jobs.Entry, remote bool) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	enc := json.NewEncoder(w)
-	sent := 0
+	sent, sawEnd := 0, false
 	write := func(es []jobs.Entry) bool {
 		for _, e := range es {
 			if err := enc.Encode(e); err != nil {
 				return false
 			}
 			sent++
+			sawEnd = sawEnd || e.Kind == jobs.KindSessionEnd
 		}
 		if flusher != nil {
 			flusher.Flush()
@@ -296,7 +305,11 @@ func (n *Node) follow(w http.ResponseWriter, r *http.Request, tenant, id string,
 		if !write(es) {
 			return
 		}
-		if n.session(id) == nil {
+		over := n.session(id) == nil
+		if remote {
+			over = sawEnd
+		}
+		if over {
 			if endedAt.IsZero() {
 				endedAt = time.Now()
 			} else if time.Since(endedAt) > time.Second {

@@ -38,6 +38,9 @@ type Options struct {
 	Store string
 	// Redis is the client to use with Store "redis" (nil: a private server for the test).
 	Redis *redis.Client
+	// Prefix is the Redis key prefix (empty: one of the test's own). Two brokers given the same
+	// client and prefix are two nodes sharing one store.
+	Prefix string
 	// Config is the broker configuration; APIKeys default to KeyA/KeyB, ResumeWindow to 3 s
 	// and BackgroundAfter to 1 s.
 	Config broker.Config
@@ -79,7 +82,11 @@ func Start(t testing.TB, opts Options) *Broker {
 		if client == nil {
 			client = redistest.New(t)
 		}
-		rs, err := redisstore.New(redisstore.Options{Client: client, Prefix: redistest.Prefix(t)})
+		prefix := opts.Prefix
+		if prefix == "" {
+			prefix = redistest.Prefix(t)
+		}
+		rs, err := redisstore.New(redisstore.Options{Client: client, Prefix: prefix})
 		if err != nil {
 			t.Fatal(err)
 		}
