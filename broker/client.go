@@ -196,9 +196,7 @@ func (n *Node) refuse(tr Transport, e *frames.Error) {
 // sessionFor finds (or, for an api_key without session_id, creates) the session a hello
 // names, answering every reference the caller may not see exactly as a missing session.
 func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
-	notFound := func() *frames.Error {
-		return frames.Errorf(frames.CodeNotFound, "no session %q", h.SessionID)
-	}
+	notFound := func() *frames.Error { return NoSession(h.SessionID) }
 	unauthorized := func(what string) *frames.Error {
 		return frames.Errorf(frames.CodeUnauthorized, "%s", what)
 	}

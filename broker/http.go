@@ -174,6 +174,21 @@ func (n *Node) callerURL(r *http.Request, s *Session) string {
 	return strings.TrimRight(base, "/") + "/?" + q.Encode()
 }
 
+// NoSession is the not_found error of a session id the caller may not see: one that does not
+// exist and one of another tenant are answered exactly alike.
+func NoSession(id string) *frames.Error {
+	return frames.Errorf(frames.CodeNotFound, "no session %q", id)
+}
+
+// AuthStatus is the HTTP status of an error AuthorizeSession returns: 404 for not_found, 401
+// otherwise.
+func AuthStatus(e *frames.Error) int {
+	if e.Code == frames.CodeNotFound {
+		return http.StatusNotFound
+	}
+	return http.StatusUnauthorized
+}
+
 // AuthorizeSession checks token — an API key of the session's tenant, or the session's join
 // token — for the resources of session id (SPEC 3.1, 3.5). It returns the session's tenant and
 // whether the session is still live (an ended one is remembered for the retention period), or an
@@ -190,7 +205,7 @@ func (n *Node) AuthorizeSession(id, token string) (tenant string, live bool, err
 	switch {
 	case isKey:
 		if sTenant == "" || sTenant != keyTenant {
-			return "", false, frames.Errorf(frames.CodeNotFound, "no session %s", id)
+			return "", false, NoSession(id)
 		}
 		return sTenant, live, nil
 	case token != "" && joinToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(joinToken)) == 1:
@@ -233,11 +248,7 @@ func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if e != nil {
-		status := http.StatusUnauthorized
-		if e.Code == frames.CodeNotFound {
-			status = http.StatusNotFound
-		}
-		WriteHTTPError(w, status, e.Code, e.Message)
+		WriteHTTPError(w, AuthStatus(e), e.Code, e.Message)
 		return
 	}
 	entries, err := n.engine.Timeline(r.Context(), tenant, id, 0)
@@ -246,7 +257,8 @@ func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if remote && len(entries) == 0 {
-		WriteHTTPError(w, http.StatusNotFound, frames.CodeNotFound, "no session "+id)
+		e := NoSession(id)
+		WriteHTTPError(w, http.StatusNotFound, e.Code, e.Message)
 		return
 	}
 	if entries == nil {

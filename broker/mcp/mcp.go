@@ -209,7 +209,8 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant stri
 	port, err := h.node.AttachAgent(tenant, r.Header.Get(SessionHeader))
 	switch {
 	case errors.Is(err, broker.ErrUnknownSession):
-		broker.WriteHTTPError(w, http.StatusNotFound, frames.CodeNotFound, "no session "+r.Header.Get(SessionHeader))
+		e := broker.NoSession(r.Header.Get(SessionHeader))
+		broker.WriteHTTPError(w, http.StatusNotFound, e.Code, e.Message)
 		return
 	case errors.Is(err, broker.ErrAgentAttached):
 		broker.WriteHTTPError(w, http.StatusForbidden, frames.CodeForbidden, err.Error())

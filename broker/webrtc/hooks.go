@@ -41,11 +41,7 @@ func (h *Handler) authorize(r *http.Request, id string) authorization {
 	if h.authorizer != nil {
 		tenant, live, e := h.authorizer.AuthorizeSession(id, token)
 		if e != nil {
-			status := http.StatusUnauthorized
-			if e.Code == frames.CodeNotFound {
-				status = http.StatusNotFound
-			}
-			return authorization{status: status, err: e}
+			return authorization{status: broker.AuthStatus(e), err: e}
 		}
 		return authorization{tenant: tenant, live: live}
 	}
