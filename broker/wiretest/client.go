@@ -136,18 +136,19 @@ type Conn struct {
 	tcp     net.Conn
 	hc      *http.Client
 
-	mu       sync.Mutex
-	queue    []Frame // received, not yet taken by Expect
-	history  []Frame // everything received, in order
-	notify   chan struct{}
-	welcomed bool
-	nextSeq  int64 // the seq the next frame after the welcome must carry
-	lastSeq  int64
-	seqErrs  []string
-	done     chan struct{} // closed when the reader stopped
-	closeErr error
-	status   websocket.StatusCode
-	audio    int // binary messages received
+	mu        sync.Mutex
+	queue     []Frame // received, not yet taken by Expect
+	history   []Frame // everything received, in order
+	notify    chan struct{}
+	welcomed  bool
+	nextSeq   int64 // the seq the next frame after the welcome must carry
+	lastSeq   int64
+	seqErrs   []string
+	done      chan struct{} // closed when the reader stopped
+	closeErr  error
+	status    websocket.StatusCode
+	audio     int       // binary messages received
+	lastAudio time.Time // when the last of them came
 }
 
 // Dial opens a WebSocket connection to wsURL (ws://HOST:PORT/v1/ws) without sending anything.
@@ -227,6 +228,7 @@ func (c *Conn) read() {
 		if err == nil && typ == websocket.MessageBinary {
 			c.mu.Lock()
 			c.audio++ // agent audio (SPEC 17): not a frame, no seq
+			c.lastAudio = time.Now()
 			c.mu.Unlock()
 			continue
 		}
@@ -278,6 +280,25 @@ func (c *Conn) Audio() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.audio
+}
+
+// AudioQuiet waits (at most DefaultTimeout) until no binary message has come for d: the agent's
+// audio has played out.
+func (c *Conn) AudioQuiet(d time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(DefaultTimeout)
+	for {
+		c.mu.Lock()
+		last := c.lastAudio
+		c.mu.Unlock()
+		if time.Since(last) >= d {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: the agent's audio did not stop within %v", c.Name, DefaultTimeout)
+		}
+		time.Sleep(d / 4)
+	}
 }
 
 // LastSeq is the seq of the newest frame received (what a resuming client sends as last_seq).
