@@ -1,7 +1,6 @@
 package voicetest
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -87,13 +86,7 @@ func (m *contextModel) SetContext(item model.ContextItem) {
 }
 
 func (r *contextRecorder) factory(inner model.Factory) model.Factory {
-	return func(ctx context.Context, cfg model.Config, events model.Events) (model.Model, error) {
-		m, err := inner(ctx, cfg, events)
-		if err != nil {
-			return nil, err
-		}
-		return &contextModel{Model: m, rec: r}, nil
-	}
+	return wrapModels(inner, func(m model.Model) model.Model { return &contextModel{Model: m, rec: r} })
 }
 
 // wait waits up to waitTimeout for the context item id to read exactly want.

@@ -1,7 +1,6 @@
 package voicetest
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -116,13 +115,7 @@ func (m *recordingModel) ToolResult(callID, output string, isError, respond bool
 }
 
 func (r *resultRecorder) factory(inner model.Factory) model.Factory {
-	return func(ctx context.Context, cfg model.Config, events model.Events) (model.Model, error) {
-		m, err := inner(ctx, cfg, events)
-		if err != nil {
-			return nil, err
-		}
-		return &recordingModel{Model: m, rec: r}, nil
-	}
+	return wrapModels(inner, func(m model.Model) model.Model { return &recordingModel{Model: m, rec: r} })
 }
 
 // wait waits up to waitTimeout for a function output equal to output and returns it.

@@ -104,16 +104,24 @@ func (m *trackedModel) Close() error {
 }
 
 func (mt *modelTracker) factory(inner model.Factory) model.Factory {
+	return wrapModels(inner, func(m model.Model) model.Model {
+		mt.mu.Lock()
+		mt.all++
+		mt.open++
+		mt.mu.Unlock()
+		return &trackedModel{Model: m, tr: mt}
+	})
+}
+
+// wrapModels is inner with every model it makes passed through wrap (which records what the
+// broker does with it).
+func wrapModels(inner model.Factory, wrap func(model.Model) model.Model) model.Factory {
 	return func(ctx context.Context, cfg model.Config, events model.Events) (model.Model, error) {
 		m, err := inner(ctx, cfg, events)
 		if err != nil {
 			return nil, err
 		}
-		mt.mu.Lock()
-		mt.all++
-		mt.open++
-		mt.mu.Unlock()
-		return &trackedModel{Model: m, tr: mt}, nil
+		return wrap(m), nil
 	}
 }
 
