@@ -8,7 +8,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -378,10 +377,9 @@ func TestProcessServeOpenAISimulator(t *testing.T) {
 	p, base := startServeProc(t, "serve-openai", "--model", "openai", "--openai-url", m[1], "--openai-key", "test")
 
 	host := helloHost(t, base)
-	caller := dialCaller(t, wsURL(base))
-	caller.send(map[string]any{"type": "hello", "protocol": "backchannel.v1", "role": "caller",
-		"session_id": host.Welcome.Str("session_id"), "join_token": host.Welcome.Str("join_token")})
-	if w := caller.expect(wiretest.Type("welcome")); w.Str("session_id") != host.Welcome.Str("session_id") {
+	caller := wiretest.Dial(t, wsURL(base), "caller")
+	if w := caller.Hello(map[string]any{"role": "caller", "session_id": host.Welcome.Str("session_id"),
+		"join_token": host.Welcome.Str("join_token")}); w.Type != "welcome" || w.Str("session_id") != host.Welcome.Str("session_id") {
 		t.Fatalf("caller: welcome %s, want session %s", w, host.Welcome.Str("session_id"))
 	}
 
@@ -398,30 +396,28 @@ func TestProcessServeOpenAISimulator(t *testing.T) {
 			t.Errorf("caller: agent transcript %s: response_id %q is not a Realtime response's (resp_…)", f, id)
 		}
 	}
-	caller.send(map[string]any{"type": "caller.text", "text": "say hello from the simulator"})
-	caller.expect(func(f wiretest.Frame) bool {
+	caller.Send(map[string]any{"type": "caller.text", "text": "say hello from the simulator"})
+	caller.Expect(func(f wiretest.Frame) bool {
 		return f.Type == "transcript" && f.Str("role") == "caller" && f.Bool("final") && f.Str("text") == "say hello from the simulator"
 	})
-	fromRealtime(caller.expect(agentSays("hello from the simulator")))
-	if caller.audioMessages() == 0 {
+	fromRealtime(caller.Expect(agentSays("hello from the simulator")))
+	if caller.Audio() == 0 {
 		t.Errorf("caller: no agent audio (binary messages) came with the spoken response")
 	}
 
-	caller.send(map[string]any{"type": "caller.text", "text": `call lookup {"q": "weather"}`})
+	caller.Send(map[string]any{"type": "caller.text", "text": `call lookup {"q": "weather"}`})
 	call := host.Expect("tool_call")
 	if call.Str("name") != "lookup" || call.Compact("arguments") != `{"q":"weather"}` || call.Str("session_id") != host.Welcome.Str("session_id") {
 		t.Fatalf("host: tool_call %s, want lookup {\"q\":\"weather\"} of the session", call)
 	}
 	host.Send(map[string]any{"type": "tool_result", "call_id": call.Str("call_id"), "output": map[string]any{"temp": 21}})
-	fromRealtime(caller.expect(agentSays(`lookup returned: {"temp":21}`)))
+	fromRealtime(caller.Expect(agentSays(`lookup returned: {"temp":21}`)))
 
 	p.signal(syscall.SIGTERM)
 	host.Expect(wiretest.TypeWith("session.ended", "reason", "ended"))
 	host.ExpectClosed(websocket.StatusNormalClosure)
-	caller.expect(wiretest.TypeWith("session.ended", "reason", "ended"))
-	if got := caller.waitClosed(); got != websocket.StatusNormalClosure {
-		t.Errorf("caller: closed with %d, want 1000", got)
-	}
+	caller.Expect(wiretest.TypeWith("session.ended", "reason", "ended"))
+	caller.ExpectClosed(websocket.StatusNormalClosure)
 	p.expectExit0()
 	p.expectOneListeningLine()
 	sim.signal(syscall.SIGTERM)
@@ -495,147 +491,6 @@ func firstDiff(path string, a, b any) string {
 	sa, _ := json.Marshal(a)
 	sb, _ := json.Marshal(b)
 	return fmt.Sprintf("at %q served %.200s, checked in %.200s", path, sa, sb)
-}
-
-// callerConn is a raw WebSocket caller: wiretest.Conn reads every message as a frame, but a
-// caller also receives the agent's audio as binary messages, which callerConn counts apart.
-// Text frames after the welcome must carry consecutive seq from 1 (SPEC 2).
-type callerConn struct {
-	t  *testing.T
-	ws *websocket.Conn
-
-	mu      sync.Mutex
-	queue   []wiretest.Frame
-	notify  chan struct{}
-	audio   int
-	nextSeq int64
-	seqErrs []string
-	status  websocket.StatusCode
-	done    chan struct{}
-}
-
-func dialCaller(t *testing.T, url string) *callerConn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ws, _, hc, err := wiretest.DialWebSocket(ctx, url)
-	if err != nil {
-		t.Fatalf("caller: dial %s: %v", url, err)
-	}
-	c := &callerConn{t: t, ws: ws, notify: make(chan struct{}), done: make(chan struct{})}
-	go c.read()
-	t.Cleanup(func() {
-		_ = ws.CloseNow()
-		<-c.done
-		hc.CloseIdleConnections()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, e := range c.seqErrs {
-			t.Errorf("caller: %s", e)
-		}
-	})
-	return c
-}
-
-func (c *callerConn) read() {
-	defer close(c.done)
-	for {
-		typ, data, err := c.ws.Read(context.Background())
-		c.mu.Lock()
-		switch {
-		case err != nil:
-			c.status = websocket.CloseStatus(err)
-		case typ == websocket.MessageBinary:
-			c.audio++
-		default:
-			f := wiretest.ParseFrame(data)
-			if f.Type != "welcome" && c.nextSeq > 0 {
-				if seq := f.Int("seq"); seq != c.nextSeq {
-					c.seqErrs = append(c.seqErrs, fmt.Sprintf("seq %d, want %d: %s", seq, c.nextSeq, f))
-				}
-				c.nextSeq++
-			} else if f.Type == "welcome" {
-				c.nextSeq = 1
-			}
-			c.queue = append(c.queue, f)
-		}
-		close(c.notify)
-		c.notify = make(chan struct{})
-		c.mu.Unlock()
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (c *callerConn) send(v any) {
-	c.t.Helper()
-	data, err := json.Marshal(v)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.ws.Write(ctx, websocket.MessageText, data); err != nil {
-		c.t.Fatalf("caller: send: %v", err)
-	}
-}
-
-// expect takes the first queued text frame m matches, waiting up to wiretest.DefaultTimeout.
-func (c *callerConn) expect(m wiretest.Match) wiretest.Frame {
-	c.t.Helper()
-	deadline := time.NewTimer(wiretest.DefaultTimeout)
-	defer deadline.Stop()
-	for {
-		ended := false
-		select {
-		case <-c.done: // closed after the last frame was queued
-			ended = true
-		default:
-		}
-		c.mu.Lock()
-		for i, f := range c.queue {
-			if m(f) {
-				c.queue = append(c.queue[:i:i], c.queue[i+1:]...)
-				c.mu.Unlock()
-				return f
-			}
-		}
-		ch := c.notify
-		var queued []string
-		for _, f := range c.queue {
-			queued = append(queued, f.String())
-		}
-		c.mu.Unlock()
-		if ended {
-			c.t.Fatalf("caller: closed before the frame came; queued:\n%s", strings.Join(queued, "\n"))
-		}
-		select {
-		case <-ch:
-		case <-c.done:
-		case <-deadline.C:
-			c.t.Fatalf("caller: no matching frame within %v; queued:\n%s", wiretest.DefaultTimeout, strings.Join(queued, "\n"))
-		}
-	}
-}
-
-func (c *callerConn) audioMessages() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.audio
-}
-
-// waitClosed waits for the broker to close the connection and returns the close status.
-func (c *callerConn) waitClosed() websocket.StatusCode {
-	c.t.Helper()
-	select {
-	case <-c.done:
-	case <-time.After(wiretest.DefaultTimeout):
-		c.t.Fatalf("caller: still open after %v", wiretest.DefaultTimeout)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.status
 }
 
 // TestProcessServeBadConfiguration: serve refuses a bad configuration — an unknown store, no API
