@@ -57,7 +57,8 @@ func (c *Client) Receive(data []byte) {
 		return
 	}
 	c.session.node.metrics.frameReceived(f.FrameType())
-	c.session.post(func() { c.session.handleFrame(c, f) })
+	at := time.Now() // when the frame arrived, which may be earlier than when its turn comes
+	c.session.post(func() { c.session.handleFrame(c, f, at) })
 }
 
 // ReceiveAudio takes one binary message of the connection: caller audio (SPEC 17). It does not
@@ -67,12 +68,13 @@ func (c *Client) ReceiveAudio(data []byte) {
 		return
 	}
 	chunk := append([]byte(nil), data...)
+	at := time.Now()
 	c.session.post(func() {
 		s := c.session
 		if s.ended || c.slot.client != c || s.voice == nil {
 			return
 		}
-		s.voice.callerAudio(chunk)
+		s.voice.callerAudio(chunk, at)
 		s.voice.m.CallerAudio(chunk)
 	})
 }

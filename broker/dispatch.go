@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"github.com/backchannel-io/backchannel/frames"
 )
 
@@ -14,7 +16,7 @@ func (s *Session) clientError(c *Client, e *frames.Error) {
 
 // handleFrame runs one decoded client frame (SPEC 2: every frame is answered or applied; a
 // frame that cannot be applied gets an error frame and changes nothing).
-func (s *Session) handleFrame(c *Client, f frames.Frame) {
+func (s *Session) handleFrame(c *Client, f frames.Frame, at time.Time) {
 	if s.ended || c.slot.client != c {
 		return
 	}
@@ -50,7 +52,7 @@ func (s *Session) handleFrame(c *Client, f frames.Frame) {
 	case *frames.SessionEnd:
 		s.end(endEnded)
 	case *frames.CallerText:
-		s.callerText(sl, f)
+		s.callerText(sl, f, at)
 	default:
 		if s.text != nil && sl == s.agent {
 			s.text.handle(f)

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
@@ -186,9 +187,9 @@ func (s *Session) inject(sl *Slot, f *frames.Inject) { s.injectVoice(sl, f) }
 
 // callerText is a caller turn given as text (SPEC 17): echoed as the caller's transcript, then
 // treated exactly like a final transcript of speech.
-func (s *Session) callerText(sl *Slot, f *frames.CallerText) {
+func (s *Session) callerText(sl *Slot, f *frames.CallerText, at time.Time) {
 	s.send(sl, &frames.Transcript{Role: frames.RoleCaller, Text: f.Text, Final: true})
 	if s.voice != nil && sl == s.caller {
-		s.voice.callerText(f.Text)
+		s.voice.callerText(f.Text, at)
 	}
 }

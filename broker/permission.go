@@ -18,10 +18,11 @@ type permission struct {
 	callID string
 
 	phase       permPhase
-	responseID  string    // the ask (or clarification) being spoken
-	ask         string    // the final transcript of the ask
-	endedAt     time.Time // when the ask ended: the reply's speech must start after it
-	speechStart time.Time // when the caller's current turn started
+	kind        model.Kind // what is queued or being spoken: the ask or the clarification
+	responseID  string     // the ask (or clarification) being spoken
+	ask         string     // the final transcript of the ask
+	endedAt     time.Time  // when the ask ended: the reply's speech must start after it
+	speechStart time.Time  // when the caller's current turn started
 }
 
 type permPhase int
@@ -62,6 +63,7 @@ func (v *voice) nextPermission() {
 // clarification still queued from an earlier hold is replaced: the caller hears one.
 func (p *permission) queueAsk(kind model.Kind) {
 	p.phase = permQueued
+	p.kind = kind
 	p.unqueue()
 	p.v.queueItem(&narration.Item{Kind: narration.PermissionAsk, CallID: p.callID, Attempt: 1,
 		Payload: &itemData{req: model.Request{Kind: kind, Name: p.vc.name, Args: p.vc.args}}})
@@ -96,9 +98,15 @@ func (p *permission) asking(responseID string) {
 	p.responseID = responseID
 }
 
-// askEnded: the ask left the floor; permission_timeout counts from now (SPEC 12).
+// askEnded: the ask left the floor; permission_timeout counts from now (SPEC 12). An ask cut
+// before any of it was played, with no reply judged meanwhile, reached nobody: it is asked
+// again.
 func (p *permission) askEnded(r *response, audible bool) {
 	if r.id != p.responseID {
+		return
+	}
+	if p.phase == permAsking && r.interrupted && r.firstFrame.IsZero() {
+		p.queueAsk(p.kind)
 		return
 	}
 	p.ask = r.text
@@ -111,12 +119,14 @@ func (p *permission) askEnded(r *response, audible bool) {
 }
 
 // speechStarted notes when the caller's turn began.
-func (p *permission) speechStarted() { p.speechStart = time.Now() }
+func (p *permission) speechStarted(at time.Time) { p.speechStart = at }
 
 // judges takes a final caller transcript if it is the ask's reply: the first turn whose speech
 // started after the ask ended, or a turn that interrupted the ask (which can at most hold). A
-// turn before the ask was ever spoken is no reply; a turn while a clarification waits for the
-// floor is one (to the ask that ended before it), and goes only to the verifier.
+// turn before the ask was ever spoken is no reply — also one that began before the first frame
+// of the ask was played, though its turn on the session's event loop came later; a turn while a
+// clarification waits for the floor is one (to the ask that ended before it), and goes only to
+// the verifier.
 func (p *permission) judges(text string) bool {
 	switch p.phase {
 	case permQueued:
@@ -124,6 +134,14 @@ func (p *permission) judges(text string) bool {
 			return false
 		}
 	case permAsking:
+		if r := p.v.playingResponse(p.responseID); r == nil || r.firstFrame.IsZero() || !r.firstFrame.Before(p.speechStart) {
+			if p.endedAt.IsZero() {
+				return false // nothing of it was heard when the caller began: not its reply
+			}
+			// A clarification not heard yet: the turn answers the ask that ended before it.
+			p.judge(text, p.speechStart.Before(p.endedAt))
+			return true
+		}
 		p.judge(text, true)
 		return true
 	}

@@ -81,6 +81,7 @@ type response struct {
 	failed      error
 	interrupted bool
 	text        string
+	firstFrame  time.Time // when its first frame was sent to the caller (zero: none yet)
 }
 
 // itemData is what an item needs to be voiced.
@@ -155,21 +156,21 @@ func (v *voice) callerDetached() {
 }
 
 // callerText is a caller turn given as text (SPEC 17): speech started, transcript, speech
-// stopped.
-func (v *voice) callerText(text string) {
-	v.speechStarted()
+// stopped. at is when the frame arrived.
+func (v *voice) callerText(text string, at time.Time) {
+	v.speechStarted(at)
 	v.speechStopped()
 	v.finalTranscript(text)
 }
 
-// callerAudio takes 20 ms of caller audio: the broker's VAD drives the floor and barge-in;
-// the model gets the audio too.
-func (v *voice) callerAudio(chunk []byte) {
+// callerAudio takes 20 ms of caller audio that arrived at at: the broker's VAD drives the
+// floor and barge-in; the model gets the audio too.
+func (v *voice) callerAudio(chunk []byte, at time.Time) {
 	for len(chunk) > 0 {
 		n := min(len(chunk), g711.SamplesPer20ms)
 		switch v.vad.feed(chunk[:n]) {
 		case +1:
-			v.speechStarted()
+			v.speechStarted(at)
 		case -1:
 			v.speechStopped()
 		}
@@ -177,11 +178,12 @@ func (v *voice) callerAudio(chunk []byte) {
 	}
 }
 
-// speechStarted: the caller speaks. A response in flight is barged in on (SPEC 8).
-func (v *voice) speechStarted() {
+// speechStarted: the caller speaks, since at (when the audio or frame arrived, or the model
+// reported it). A response in flight is barged in on (SPEC 8).
+func (v *voice) speechStarted(at time.Time) {
 	v.floor.CallerSpeaking = true
 	if v.perm != nil {
-		v.perm.speechStarted()
+		v.perm.speechStarted(at)
 	}
 	for _, r := range v.playing {
 		if !r.interrupted {
@@ -346,13 +348,21 @@ func (v *voice) expire() {
 	}
 }
 
-// responseFor returns the response with id, starting to track it if it is new; nil when it
-// already ended.
-func (v *voice) responseFor(id string) *response {
+// playingResponse returns the response in flight with id, or nil.
+func (v *voice) playingResponse(id string) *response {
 	for _, r := range v.playing {
 		if r.id == id {
 			return r
 		}
+	}
+	return nil
+}
+
+// responseFor returns the response with id, starting to track it if it is new; nil when it
+// already ended.
+func (v *voice) responseFor(id string) *response {
+	if r := v.playingResponse(id); r != nil {
+		return r
 	}
 	if v.finished.has(id) {
 		return nil
@@ -414,7 +424,10 @@ func (e *modelEvents) on(fn func(v *voice)) {
 }
 
 // SpeechStarted implements model.Events.
-func (e *modelEvents) SpeechStarted() { e.on(func(v *voice) { v.speechStarted() }) }
+func (e *modelEvents) SpeechStarted() {
+	at := time.Now()
+	e.on(func(v *voice) { v.speechStarted(at) })
+}
 
 // SpeechStopped implements model.Events.
 func (e *modelEvents) SpeechStopped() { e.on(func(v *voice) { v.speechStopped() }) }
@@ -599,6 +612,9 @@ func (v *voice) tick() {
 		if v.s.caller != nil && v.s.caller.client != nil {
 			v.s.caller.client.tr.SendAudio(f)
 			r.playout.Add(f)
+			if r.firstFrame.IsZero() {
+				r.firstFrame = time.Now()
+			}
 		}
 	}
 	if len(r.frames) == 0 {
