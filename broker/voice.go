@@ -25,6 +25,9 @@ type voice struct {
 	// finished remembers the ids of the latest responses that ended, so a late event of one
 	// (audio or a done after a barge-in ended it for the floor) does not start it again.
 	finished recentIDs
+	// unheard remembers the latest responses cut before any of their audio was played: their
+	// late transcripts are words the caller never heard, and are not shown (SPEC 17).
+	unheard recentIDs
 	// freedAt is when the floor last freed by a response ending or the caller attaching (the
 	// grace after the caller's speech is floor.FreeAt): for the narration start delay metric.
 	freedAt time.Time
@@ -487,10 +490,14 @@ func (e *modelEvents) Audio(id string, chunk []byte) {
 	})
 }
 
-// Transcript implements model.Events: the caller sees the agent's words (SPEC 17).
+// Transcript implements model.Events: the caller sees the agent's words (SPEC 17) — not those
+// of a response the caller barged in on before any of it was played.
 func (e *modelEvents) Transcript(id, text string, final bool) {
 	e.on(func(v *voice) {
 		r := v.responseFor(id)
+		if (r == nil && v.unheard.has(id)) || (r != nil && r.interrupted && r.firstFrame.IsZero()) {
+			return
+		}
 		if final && r != nil {
 			r.text = text
 			r.playout.Text = text != ""
@@ -551,6 +558,9 @@ func (v *voice) play() {
 		}
 		v.playing = v.playing[1:]
 		v.finished.add(r.id)
+		if r.interrupted && r.firstFrame.IsZero() {
+			v.unheard.add(r.id)
+		}
 		v.finish(r)
 	}
 	v.stopTicker()
