@@ -26,6 +26,8 @@ type Store struct {
 
 	mu      sync.Mutex
 	tenants map[string]*space
+	parked  map[string]parked // by session id (parked.go)
+	relay   relay             // relay.go
 }
 
 // New returns an empty store. clock (nil: the system clock) decides when retained records expire.
@@ -33,7 +35,7 @@ func New(clock jobs.Clock) *Store {
 	if clock == nil {
 		clock = jobs.SystemClock{}
 	}
-	return &Store{clock: clock, tenants: make(map[string]*space)}
+	return &Store{clock: clock, tenants: make(map[string]*space), parked: make(map[string]parked)}
 }
 
 type space struct {

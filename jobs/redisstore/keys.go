@@ -25,3 +25,9 @@ func (k keys) handle(h string) string           { return k.base + "handle:" + h 
 func (k keys) open(sessionID string) string     { return k.base + "open:" + sessionID }
 func (k keys) children(callID string) string    { return k.base + "children:" + callID }
 func (k keys) timeline(sessionID string) string { return k.base + "timeline:" + sessionID }
+func (k keys) parked(sessionID string) string   { return k.base + "parked:" + sessionID }
+func (k keys) parkedDue() string                { return k.base + "parked" }
+
+// parkedIndex names the key that maps a parked session to its tenant: a resume token names no
+// tenant. It has no hash tag (one key, read on its own).
+func (s *Store) parkedIndex(sessionID string) string { return s.prefix + "parked:" + sessionID }

@@ -16,6 +16,9 @@
 //	PREFIX{t:T}:open:SESSION_ID   set: call ids of the session's open jobs
 //	PREFIX{t:T}:children:CALL_ID  set: call ids whose parent call is CALL_ID (kept while the parent is)
 //	PREFIX{t:T}:timeline:SESSION  list: timeline entries (JSON), oldest first
+//	PREFIX{t:T}:parked:SESSION    string: a parked session (jobs.ParkedSession JSON; parked.go)
+//	PREFIX{t:T}:parked            sorted set: parked session ids by the end of their resume window
+//	PREFIXparked:SESSION          string: the tenant of a parked session (a resume token names none)
 //
 // Terminal jobs, burned handles and timelines expire after the retention period.
 package redisstore

@@ -12,7 +12,10 @@ var (
 	applySrc string
 	//go:embed lua/claim.lua
 	claimSrc string
+	//go:embed lua/take_parked.lua
+	takeParkedSrc string
 
-	applyScript = redis.NewScript(applySrc)
-	claimScript = redis.NewScript(claimSrc)
+	applyScript      = redis.NewScript(applySrc)
+	claimScript      = redis.NewScript(claimSrc)
+	takeParkedScript = redis.NewScript(takeParkedSrc)
 )

@@ -27,6 +27,8 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("Store", func(t *testing.T) { runStore(t, newStore) })
 	t.Run("Engine", func(t *testing.T) { runEngine(t, newStore) })
 	t.Run("Races", func(t *testing.T) { runRaces(t, newStore) })
+	t.Run("Parking", func(t *testing.T) { runParking(t, newStore) })
+	t.Run("Relay", func(t *testing.T) { runRelay(t, newStore) })
 }
 
 // epoch is where every fake clock starts: a fixed instant, so deadlines are exact numbers.

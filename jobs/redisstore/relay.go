@@ -1,0 +1,57 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+var _ jobs.ChangeRelay = (*Store)(nil)
+
+// changesChannel is the pub/sub channel of relayed job changes (PREFIXchanges). Classic
+// PUBLISH reaches the subscribers on every node of a Redis Cluster.
+func (s *Store) changesChannel() string { return s.prefix + "changes" }
+
+// PublishChange implements jobs.ChangeRelay: the change as JSON (the job without its
+// arguments, which are stored apart).
+func (s *Store) PublishChange(ctx context.Context, c jobs.Change) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("redisstore: encode change: %w", err)
+	}
+	if err := s.rdb.Publish(ctx, s.changesChannel(), b).Err(); err != nil {
+		return fmt.Errorf("redisstore: publish change: %w", err)
+	}
+	return nil
+}
+
+// SubscribeChanges implements jobs.ChangeRelay. go-redis re-subscribes by itself after a
+// dropped connection; changes published meanwhile are missed.
+func (s *Store) SubscribeChanges(ctx context.Context, fn func(jobs.Change)) error {
+	sub := s.rdb.Subscribe(ctx, s.changesChannel())
+	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
+		_ = sub.Close()
+		return fmt.Errorf("redisstore: subscribe to changes: %w", err)
+	}
+	go func() {
+		defer sub.Close()
+		ch := sub.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m, ok := <-ch:
+				if !ok {
+					return
+				}
+				var c jobs.Change
+				if json.Unmarshal([]byte(m.Payload), &c) == nil && c.Job != nil {
+					fn(c)
+				}
+			}
+		}
+	}()
+	return nil
+}

@@ -1,0 +1,15 @@
+package jobs
+
+import "context"
+
+// ChangeRelay is implemented by stores that several broker nodes share: a job change made on a
+// node that does not hold the job's session — a deadline fired by that node's sweep, say —
+// reaches the node that does (SPEC 15: other nodes relay a session's events through Redis
+// pub/sub). Delivery is at most once and only to nodes subscribed at the time.
+type ChangeRelay interface {
+	// PublishChange sends c to every subscribed node.
+	PublishChange(ctx context.Context, c Change) error
+	// SubscribeChanges calls fn with every change published from now on, one at a time, until
+	// ctx ends; it returns once the subscription is in place (or failed).
+	SubscribeChanges(ctx context.Context, fn func(Change)) error
+}
