@@ -209,6 +209,9 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 		if s := n.session(h.SessionID); s != nil {
 			return s, false, nil
 		}
+		if s := n.takeBack("", h.SessionID); s != nil {
+			return s, false, nil
+		}
 		if e := n.endedInfo(h.SessionID); e != nil {
 			if slotID, _, ok := parseResumeToken(h.ResumeToken); ok && e.expiredSlots[slotID] {
 				return nil, false, frames.Errorf(frames.CodeResumeExpired, "the resume window of this slot has passed")
@@ -232,11 +235,15 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 		return s, true, nil
 	}
 	s := n.session(h.SessionID)
-	var tenant, joinToken string
+	if s == nil {
+		s = n.takeBack("", h.SessionID)
+	}
+	var tenant string
+	var joinHash [32]byte
 	var ended bool
 	switch {
 	case s != nil:
-		tenant, joinToken = s.tenant, s.joinToken
+		tenant, joinHash = s.tenant, s.joinHash
 	default:
 		e := n.endedInfo(h.SessionID)
 		if e == nil {
@@ -247,11 +254,11 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 			}
 			return nil, false, notFound()
 		}
-		tenant, joinToken, ended = e.tenant, e.joinToken, true
+		tenant, joinHash, ended = e.tenant, e.joinHash, true
 	}
 	switch {
 	case h.JoinToken != "":
-		if subtle.ConstantTimeCompare([]byte(h.JoinToken), []byte(joinToken)) != 1 {
+		if hash := hashToken(h.JoinToken); subtle.ConstantTimeCompare(hash[:], joinHash[:]) != 1 {
 			return nil, false, unauthorized("join_token is not valid for this session")
 		}
 	case h.APIKey != "":
@@ -316,6 +323,10 @@ func (s *Session) callerUp(sl *Slot) {
 	}
 	if s.voice == nil {
 		s.voice = s.startVoice()
+		if s.voice != nil && s.adopt {
+			s.adopt = false
+			s.voice.adoptJobs()
+		}
 	}
 	if s.voice != nil {
 		s.voice.callerAttached()

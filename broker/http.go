@@ -196,19 +196,21 @@ func AuthStatus(e *frames.Error) int {
 // unauthorized.
 func (n *Node) AuthorizeSession(id, token string) (tenant string, live bool, err *frames.Error) {
 	keyTenant, isKey := n.tenantOf(token)
-	var sTenant, joinToken string
+	var sTenant string
+	var joinHash [32]byte
 	if s := n.session(id); s != nil {
-		sTenant, joinToken, live = s.tenant, s.joinToken, true
+		sTenant, joinHash, live = s.tenant, s.joinHash, true
 	} else if e := n.endedInfo(id); e != nil {
-		sTenant, joinToken = e.tenant, e.joinToken
+		sTenant, joinHash = e.tenant, e.joinHash
 	}
+	hash := hashToken(token)
 	switch {
 	case isKey:
 		if sTenant == "" || sTenant != keyTenant {
 			return "", false, NoSession(id)
 		}
 		return sTenant, live, nil
-	case token != "" && joinToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(joinToken)) == 1:
+	case token != "" && sTenant != "" && subtle.ConstantTimeCompare(hash[:], joinHash[:]) == 1:
 		return sTenant, live, nil
 	}
 	return "", false, frames.Errorf(frames.CodeUnauthorized, "an API key of the session's tenant or its join token is required")

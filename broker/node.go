@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/backchannel-io/backchannel/jobs"
@@ -24,18 +25,20 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	takeMu   sync.Mutex // serializes taking back parked sessions (park.go)
 	mu       sync.Mutex
 	sessions map[string]*Session // live sessions by id
 	ended    map[string]*endedSession
 	closing  bool
 	metrics  *metrics
+	relaying atomic.Bool // subscribed to the changes other nodes relay
 }
 
 // endedSession is what a node remembers of an ended session for the retention period: enough
 // to answer a late hello (session_ended / resume_expired) and its timeline's owner.
 type endedSession struct {
 	tenant       string
-	joinToken    string
+	joinHash     [32]byte
 	expiredSlots map[string]bool
 	at           time.Time
 }
@@ -77,6 +80,12 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}()
 	go n.sweepEnded(ctx)
+	if r, ok := n.store.(jobs.ChangeRelay); ok {
+		go n.subscribeChanges(ctx, r)
+	}
+	if _, ok := n.store.(jobs.SessionParking); ok {
+		go n.sweepParkedEvery(ctx, parkedSweep)
+	}
 	err := n.engine.Run(ctx)
 	if errors.Is(err, context.Canceled) {
 		return nil
@@ -165,17 +174,58 @@ func (n *Node) forget(s *Session, info *endedSession) {
 	n.ended[s.id] = info
 }
 
-// onChange routes a job change to its session's mailbox.
+// onChange routes a job change to its session's mailbox, or, for a session this node does not
+// hold, to the node that does (SPEC 15: relayed through the store, see relayed).
 func (n *Node) onChange(c jobs.Change) {
 	if c.Job == nil {
 		return
 	}
-	s := n.session(c.Job.SessionID)
-	if s == nil || s.tenant != c.Job.Tenant {
+	if n.deliver(c) {
 		return
 	}
-	s.mb.post(func() { s.handleChange(c) }, true)
+	if r, ok := n.store.(jobs.ChangeRelay); ok {
+		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+		defer cancel()
+		if err := r.PublishChange(ctx, c); err != nil {
+			n.log.Warn("broker: relaying a job change to another node", "call_id", c.Job.CallID, "event", c.Event, "err", err)
+		}
+	}
 }
+
+// deliver posts a change to its session's mailbox if this node holds the session.
+func (n *Node) deliver(c jobs.Change) bool {
+	s := n.session(c.Job.SessionID)
+	if s == nil || s.tenant != c.Job.Tenant {
+		return false
+	}
+	s.mb.post(func() { s.handleChange(c) }, true)
+	return true
+}
+
+// subscribeChanges subscribes to the changes other nodes relay, trying again every second
+// while the store cannot be reached (go-redis keeps a subscription in place by itself).
+func (n *Node) subscribeChanges(ctx context.Context, r jobs.ChangeRelay) {
+	for {
+		err := r.SubscribeChanges(ctx, n.relayed)
+		if err == nil {
+			n.relaying.Store(true)
+			return
+		}
+		n.log.Warn("broker: subscribing to the job changes of other nodes", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Relaying reports whether the node receives the job changes other nodes relay (SPEC 15).
+func (n *Node) Relaying() bool { return n.relaying.Load() }
+
+// relayed takes a change another node relayed: the session's node handles it; every other node
+// (the sender among them) drops it.
+func (n *Node) relayed(c jobs.Change) { n.deliver(c) }
 
 // Shutdown stops the node. With end set (the memory store) it ends every session first
 // (SPEC 3.6: reason ended); otherwise it closes every connection with 1012 and leaves sessions
@@ -195,6 +245,10 @@ func (n *Node) Shutdown(ctx context.Context, end bool) error {
 		done := func() { wg.Done() }
 		if end {
 			if !s.mb.post(func() { s.end(endEnded); done() }, false) {
+				done()
+			}
+		} else if pk, ok := n.store.(jobs.SessionParking); ok {
+			if !s.mb.post(func() { s.park(pk); done() }, false) {
 				done()
 			}
 		} else if !s.mb.post(func() { s.detachAll(StatusServiceRestart, "service restart"); done() }, false) {

@@ -15,7 +15,8 @@ type Session struct {
 	node      *Node
 	id        string
 	tenant    string
-	joinToken string
+	joinToken string   // given out when the session is created; "" for one taken back (park.go)
+	joinHash  [32]byte // what a join token is checked against
 	created   time.Time
 	mb        mailbox
 
@@ -34,6 +35,10 @@ type Session struct {
 	voice    *voice      // the voice side, once a caller attached
 	port     *AgentPort  // the MCP facade's agent, while an MCP session is open
 	modelCfg ModelConfig // the session's model (POST /v1/sessions)
+	// adopt: the session was taken back from the store (park.go); its voice side, once a caller
+	// is back, adopts the open jobs and parked completions of the earlier node.
+	adopt  bool
+	parked []parkedCompletion
 }
 
 // callOut is where a job's tool_call went: the slot and the seq it got there.
@@ -50,7 +55,7 @@ const (
 )
 
 func newSession(n *Node, tenant string) *Session {
-	return &Session{
+	s := &Session{
 		node:      n,
 		id:        "sess_" + randomID(20),
 		tenant:    tenant,
@@ -60,6 +65,8 @@ func newSession(n *Node, tenant string) *Session {
 		expired:   make(map[string]bool),
 		callSeq:   make(map[string]callOut),
 	}
+	s.joinHash = hashToken(s.joinToken)
+	return s
 }
 
 // ID is the session id.
@@ -118,7 +125,12 @@ func (s *Session) armIdle() {
 	if s.ended || s.attached() || s.idle != nil {
 		return
 	}
-	s.idle = s.after(s.node.cfg.ResumeWindow, func() {
+	s.armIdleAfter(s.node.cfg.ResumeWindow)
+}
+
+// armIdleAfter ends the session after d unless a connection attaches first.
+func (s *Session) armIdleAfter(d time.Duration) {
+	s.idle = s.after(d, func() {
 		s.idle = nil
 		if !s.ended && !s.attached() {
 			s.end(endResumeExpired)
@@ -227,7 +239,7 @@ func (s *Session) end(reason frames.EndReason) {
 			expired[id] = true
 		}
 	}
-	s.node.forget(s, &endedSession{tenant: s.tenant, joinToken: s.joinToken, expiredSlots: expired, at: time.Now()})
+	s.node.forget(s, &endedSession{tenant: s.tenant, joinHash: s.joinHash, expiredSlots: expired, at: time.Now()})
 	s.mb.close()
 }
 

@@ -271,12 +271,17 @@ func (v *voice) ended(vc *voiceCall, j *jobs.Job) {
 	}
 	// A completion turn, even if the conversation moved on; none for a job cancelled or
 	// discarded (SPEC 8).
-	req := model.Request{Kind: model.Completion, Label: vc.label, Name: vc.name, State: string(j.State), Output: j.Output, Error: j.Error}
+	req := completionRequest(vc.label, vc.name, j)
 	switch j.State {
 	case jobs.Completed, jobs.Failed, jobs.TimedOut:
 		v.queueItem(&narration.Item{Kind: narration.Completion, CallID: j.CallID, Attempt: 1,
 			Payload: &itemData{req: req, handle: j.Handle, slot: vc.slot}})
 	}
+}
+
+// completionRequest is the request that voices the end of job j (SPEC 8).
+func completionRequest(label, name string, j *jobs.Job) model.Request {
+	return model.Request{Kind: model.Completion, Label: label, Name: name, State: string(j.State), Output: j.Output, Error: j.Error}
 }
 
 // openJobsContext keeps the model's system item of open jobs (SPEC 8): `Open jobs:` then one

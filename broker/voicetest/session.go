@@ -48,6 +48,7 @@ type voiceSession struct {
 	host     *conn
 	caller   *conn
 	callerW  frame // the caller's welcome
+	hostW    frame // the host's welcome
 	mic      *mic
 }
 
@@ -63,6 +64,7 @@ func newVoiceSession(t testing.TB, b *brokertest.Broker, scripted bool) *voiceSe
 	vs := &voiceSession{t: t, b: b, scripted: scripted}
 	vs.host = dial(t, b.WSURL, "host")
 	w := vs.host.hello(map[string]any{"role": "host", "api_key": brokertest.KeyA, "tools": hostTools, "id": "h1"})
+	vs.hostW = w
 	vs.sid, vs.join = w.str("session_id"), w.str("join_token")
 	if vs.sid == "" || vs.join == "" {
 		t.Fatalf("host welcome without session_id or join_token: %s", w)

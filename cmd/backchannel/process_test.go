@@ -345,7 +345,9 @@ func TestProcessServeMemorySIGTERM(t *testing.T) {
 }
 
 // TestProcessServeRedisSIGTERM: with the Redis store, SIGTERM closes every connection with 1012
-// and sends no session.ended (nor tool_cancel); the process exits 0.
+// and sends no session.ended (nor tool_cancel); the process exits 0. The session lives on: the
+// host resumes it on another serve process on the same Redis (SPEC 10, 18), with its frames
+// replayed and tool_deferred_resume.
 func TestProcessServeRedisSIGTERM(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t, redistest.Options{})
@@ -362,6 +364,20 @@ func TestProcessServeRedisSIGTERM(t *testing.T) {
 	noFrame(t, host, "tool_cancel")
 	p.expectExit0()
 	p.expectOneListeningLine()
+
+	_, other := startServeProc(t, "serve-redis-2", "--store", "redis", "--redis-url", rs.URL())
+	again := wiretest.Dial(t, wsURL(other), "host on the other node")
+	w := again.Hello(map[string]any{"role": "host", "session_id": host.Welcome.Str("session_id"),
+		"resume_token": host.Welcome.Str("resume_token"), "last_seq": 0})
+	if w.Type != "welcome" {
+		t.Fatalf("SPEC 10: resume on the other serve process: %s", w)
+	}
+	if d := again.Next(); d.Type != "tools.declared" || d.Int("seq") != 1 {
+		t.Errorf("SPEC 10: replay after last_seq 0: %s, want tools.declared at seq 1", d)
+	}
+	if r := again.Next(); r.Type != "tool_deferred_resume" {
+		t.Errorf("SPEC 10: after the replay %s, want tool_deferred_resume", r)
+	}
 }
 
 // TestProcessServeOpenAISimulator runs `simulate-realtime` and `serve --model openai` against

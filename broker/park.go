@@ -1,0 +1,405 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/backchannel-io/backchannel/broker/model"
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/narration"
+)
+
+// Parking. A node that shuts down with a store shared by several nodes closes its connections
+// with 1012 and leaves its sessions to live on (SPEC 18). It writes what only it held of each
+// session — slots with their tools, resume-token hashes, outboxes and seq counters, the join
+// token's hash, completions not yet voiced — to the store (jobs.SessionParking), and the next
+// node that hears of the session takes it back, exactly once: a hello naming it (a resume
+// above all, SPEC 10: resume works on any node that shares the store), its timeline, or the end
+// of its resume window, found by any node's sweep. Jobs, handles, deadlines and timelines were
+// in the store all along.
+
+// parkedState is a session's encoding in jobs.ParkedSession.State.
+type parkedState struct {
+	JoinHash    []byte                   `json:"join_hash"`
+	CreatedMS   int64                    `json:"created_ms"`
+	Model       ModelConfig              `json:"model"`
+	Orders      int                      `json:"orders"`
+	Expired     []string                 `json:"expired,omitempty"`
+	Slots       []parkedSlot             `json:"slots"`
+	CallSeq     map[string]parkedCallOut `json:"call_seq,omitempty"`
+	Completions []parkedCompletion       `json:"completions,omitempty"`
+	TextAgent   bool                     `json:"text_agent,omitempty"`
+	// Open are the session's open jobs and their states when it was parked: one that ended
+	// while nobody held the session is caught up with when it is taken back.
+	Open map[string]jobs.State `json:"open,omitempty"`
+}
+
+// parkedCallOut is where a job's tool_call went (callOut).
+type parkedCallOut struct {
+	Slot string `json:"slot"`
+	Seq  int64  `json:"seq"`
+}
+
+// parkedSlot is a slot of a parked session.
+type parkedSlot struct {
+	ID         string            `json:"id"`
+	Role       frames.Role       `json:"role"`
+	Order      int               `json:"order"`
+	Declared   bool              `json:"declared,omitempty"`
+	Tools      []frames.ToolDecl `json:"tools,omitempty"`
+	TokenHash  []byte            `json:"token_hash"`
+	Next       int64             `json:"next"`
+	Sent       int64             `json:"sent"`
+	Frames     []parkedFrame     `json:"frames,omitempty"`
+	DetachedMS int64             `json:"detached_ms"`
+}
+
+// parkedFrame is a frame in a parked outbox, seq included.
+type parkedFrame struct {
+	Seq  int64  `json:"seq"`
+	Data string `json:"data"`
+}
+
+// parkedCompletion is a completion that was queued, or being spoken, when its session was
+// parked: it is voiced on the next node, a spoken one as its next attempt (SPEC 15: narrations
+// in flight count as failed attempts).
+type parkedCompletion struct {
+	CallID  string        `json:"call_id"`
+	Handle  string        `json:"handle,omitempty"`
+	Slot    string        `json:"slot,omitempty"`
+	Attempt int           `json:"attempt"`
+	Spoken  int           `json:"spoken,omitempty"`
+	Request model.Request `json:"request"`
+}
+
+// park writes the session's state for another node and closes its connections with 1012
+// (SPEC 18). It runs on the session's loop, as its last event on this node.
+func (s *Session) park(store jobs.SessionParking) {
+	now := time.Now()
+	st := parkedState{JoinHash: s.joinHash[:], CreatedMS: s.created.UnixMilli(), Model: s.modelCfg, Orders: s.orders,
+		CallSeq: make(map[string]parkedCallOut, len(s.callSeq)), TextAgent: s.text != nil}
+	for id, co := range s.callSeq {
+		st.CallSeq[id] = parkedCallOut{Slot: co.slot, Seq: co.seq}
+	}
+	for id := range s.expired {
+		st.Expired = append(st.Expired, id)
+	}
+	if open, err := s.engine().OpenJobs(s.ctx(), s.tenant, s.id); err == nil {
+		st.Open = make(map[string]jobs.State, len(open))
+		for _, j := range open {
+			st.Open[j.CallID] = j.State
+		}
+	}
+	if s.voice != nil {
+		st.Completions = s.voice.parkCompletions()
+	}
+	for _, sl := range s.slots {
+		ps := parkedSlot{ID: sl.id, Role: sl.role, Order: sl.order, Declared: sl.declared, TokenHash: sl.tokenHash[:],
+			Next: sl.out.next, Sent: sl.sent, DetachedMS: now.UnixMilli()}
+		if sl.client == nil && !sl.detached.IsZero() {
+			ps.DetachedMS = sl.detached.UnixMilli()
+		}
+		for _, t := range sl.tools {
+			ps.Tools = append(ps.Tools, t.Decl)
+		}
+		slices.SortFunc(ps.Tools, func(a, b frames.ToolDecl) int { return strings.Compare(a.Name, b.Name) })
+		for _, f := range sl.out.frames {
+			ps.Frames = append(ps.Frames, parkedFrame{Seq: f.seq, Data: string(f.data)})
+		}
+		st.Slots = append(st.Slots, ps)
+	}
+	s.detachAll(StatusServiceRestart, "service restart")
+	data, err := json.Marshal(st)
+	if err == nil {
+		err = store.ParkSession(s.ctx(), jobs.ParkedSession{Tenant: s.tenant, SessionID: s.id,
+			ExpiresMS: now.Add(s.node.cfg.ResumeWindow).UnixMilli(), State: data}, s.engine().Retention())
+	}
+	if err != nil {
+		s.node.log.Error("broker: parking a session for another node", "session", s.id, "err", err)
+		return
+	}
+	s.node.log.Info("broker: session parked for another node", "session", s.id, "slots", len(st.Slots))
+}
+
+// parkCompletions lists the completions still to be voiced. One being spoken is a failed
+// attempt (its host hears so now, the frame waits in its outbox): it goes on as the next
+// attempt, or, after the second, ends in tool_job_delivery_failed (SPEC 8).
+func (v *voice) parkCompletions() []parkedCompletion {
+	var out []parkedCompletion
+	add := func(it *narration.Item, spoken bool) {
+		if it.Kind != narration.Completion {
+			return
+		}
+		d := it.Payload.(*itemData)
+		attempt := it.Attempt
+		if spoken {
+			v.lifecycle(it, "failed", "")
+			if attempt >= 2 {
+				v.deliveryFailed(it, narration.ModelError, attempt)
+				return
+			}
+			attempt++
+		}
+		out = append(out, parkedCompletion{CallID: it.CallID, Handle: d.handle, Slot: d.slot, Attempt: attempt,
+			Spoken: it.Spoken, Request: d.req})
+	}
+	for _, r := range v.playing {
+		if r.item != nil {
+			add(r.item, true)
+		}
+	}
+	for _, it := range v.queue.Remove(func(*narration.Item) bool { return true }) {
+		add(it, false)
+	}
+	return out
+}
+
+// takeBack takes a parked session out of the store and makes it live on this node, or returns
+// nil when the store holds none of that id (tenant may be "": unknown).
+func (n *Node) takeBack(tenant, id string) *Session {
+	pk, ok := n.store.(jobs.SessionParking)
+	if !ok {
+		return nil
+	}
+	n.takeMu.Lock() // two hellos for one parked session: the second finds the first's session
+	defer n.takeMu.Unlock()
+	if s := n.session(id); s != nil {
+		return s
+	}
+	n.mu.Lock()
+	closing := n.closing
+	n.mu.Unlock()
+	if closing {
+		return nil
+	}
+	p, err := pk.TakeParked(n.ctx, tenant, id)
+	if err != nil {
+		if !errors.Is(err, jobs.ErrNotFound) {
+			n.log.Error("broker: taking back a parked session", "session", id, "err", err)
+		}
+		return nil
+	}
+	var st parkedState
+	if err := json.Unmarshal(p.State, &st); err != nil {
+		n.log.Error("broker: decoding a parked session", "session", id, "err", err)
+		return nil
+	}
+	s := n.restore(p, &st)
+	n.mu.Lock()
+	n.sessions[s.id] = s
+	n.metrics.sessions.Inc()
+	n.mu.Unlock()
+	s.mb.post(func() { s.takenBack(&st) }, false)
+	n.log.Info("broker: took back a parked session", "session", id, "slots", len(st.Slots))
+	return s
+}
+
+// restore rebuilds a parked session's structure; takenBack then starts its clocks.
+func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
+	s := &Session{node: n, id: p.SessionID, tenant: p.Tenant, created: time.UnixMilli(st.CreatedMS),
+		slots: make(map[string]*Slot), expired: make(map[string]bool), callSeq: make(map[string]callOut),
+		modelCfg: st.Model, orders: st.Orders}
+	copy(s.joinHash[:], st.JoinHash)
+	for _, id := range st.Expired {
+		s.expired[id] = true
+	}
+	for id, co := range st.CallSeq {
+		s.callSeq[id] = callOut{slot: co.Slot, seq: co.Seq}
+	}
+	lim := n.cfg.Limits
+	for _, ps := range st.Slots {
+		sl := &Slot{id: ps.ID, role: ps.Role, order: ps.Order, declared: ps.Declared, sent: ps.Sent,
+			detached: time.UnixMilli(ps.DetachedMS), out: newOutbox(lim.OutboxFrames, lim.OutboxBytes)}
+		copy(sl.tokenHash[:], ps.TokenHash)
+		if len(ps.Tools) > 0 {
+			tools, _, e := compileTools(ps.Tools)
+			if e != nil {
+				n.log.Error("broker: a parked slot's tools no longer compile", "session", s.id, "slot", sl.id, "err", e.Message)
+			}
+			sl.tools = tools
+		}
+		sl.out.next = ps.Next
+		for _, f := range ps.Frames {
+			sl.out.frames = append(sl.out.frames, outFrame{seq: f.Seq, data: []byte(f.Data)})
+			sl.out.bytes += len(f.Data)
+		}
+		s.slots[sl.id] = sl
+		switch sl.role {
+		case frames.RoleCaller:
+			s.caller = sl
+		case frames.RoleAgent:
+			s.agent = sl
+			s.text = newTextAgent(s, sl)
+		}
+	}
+	s.parked = st.Completions
+	s.adopt = true
+	return s
+}
+
+// takenBack starts a taken-back session's clocks where the parked ones stood: each slot's resume
+// window from when its connection dropped, and the session's from the latest drop (SPEC 10).
+func (s *Session) takenBack(st *parkedState) {
+	window := s.node.cfg.ResumeWindow
+	open, err := s.engine().OpenJobs(s.ctx(), s.tenant, s.id)
+	if err != nil {
+		s.node.log.Error("broker: listing the open jobs of a taken-back session", "session", s.id, "err", err)
+	}
+	s.openJobs = len(open)
+	s.catchUp(st.Open, open)
+	var last time.Time
+	for _, sl := range s.slots {
+		sl := sl
+		if sl.detached.After(last) {
+			last = sl.detached
+		}
+		sl.expiry = s.after(max(window-time.Since(sl.detached), 0), func() { s.expireSlot(sl) })
+	}
+	if last.IsZero() {
+		last = s.created
+	}
+	s.armIdleAfter(max(window-time.Since(last), 0))
+	detail := map[string]any{"text": "session taken back by this node", "slots": len(st.Slots)}
+	if st.TextAgent {
+		// The text agent's conversations, waits and undelivered results were this node's
+		// memory only (docs/broker.md).
+		detail["text_agent"] = "restarted"
+	}
+	s.record(jobs.KindNotice, detail)
+}
+
+// catchUp runs what the end of a job causes for the jobs that ended while no node held the
+// session (a deadline, or a cancel through another node): the host's tool_cancel — in place of
+// a tool_call still undelivered in its outbox — the text agent's side, and the completion of a
+// voice job, voiced once the caller is back.
+func (s *Session) catchUp(was map[string]jobs.State, open []*jobs.Job) {
+	still := make(map[string]bool, len(open))
+	for _, j := range open {
+		still[j.CallID] = true
+	}
+	for _, id := range slices.Sorted(maps.Keys(was)) {
+		if still[id] {
+			continue
+		}
+		j, err := s.engine().Lookup(s.ctx(), s.addr(id))
+		if err != nil || !j.State.Terminal() {
+			continue
+		}
+		s.openJobs++ // handleChange counts it closed
+		s.handleChange(jobs.Change{Event: terminalEvent(j.State), From: was[id], Job: j})
+		if j.ConversationID == "" && !j.Local && j.AgentCallID != "" && adoptedNotify(j) {
+			switch j.State {
+			case jobs.Completed, jobs.Failed, jobs.TimedOut:
+				s.parked = append(s.parked, parkedCompletion{CallID: j.CallID, Handle: j.Handle, Slot: j.Slot, Attempt: 1,
+					Request: completionRequest(adoptedLabel(j), j.Tool.Name, j)})
+			}
+		}
+	}
+}
+
+// terminalEvent is the change event of a transition to the terminal state st.
+func terminalEvent(st jobs.State) jobs.Event {
+	switch st {
+	case jobs.Completed:
+		return jobs.EventCompleted
+	case jobs.Failed:
+		return jobs.EventFailed
+	case jobs.TimedOut:
+		return jobs.EventTimedOut
+	case jobs.Declined:
+		return jobs.EventDeclined
+	}
+	return jobs.EventCancelled
+}
+
+// adoptedLabel is how an adopted voice job is named: its status_label, or its tool's name.
+func adoptedLabel(j *jobs.Job) string {
+	if j.StatusLabel != "" {
+		return j.StatusLabel
+	}
+	return j.Tool.Name
+}
+
+// adoptedNotify: an adopted voice job's end is voiced if its tool says so, or if the model was
+// still waiting for its output (it was not deferred) — the new model never gets that output.
+func adoptedNotify(j *jobs.Job) bool { return j.Tool.NotifyOnComplete || j.DeferredMS == 0 }
+
+// adoptJobs gives a taken-back session's voice side the open jobs the model of the earlier node
+// started, and the completions it had not voiced yet. The new model never made those calls, so
+// none gets a function output: a job that ends is voiced as a completion, and one awaiting
+// permission is asked again.
+func (v *voice) adoptJobs() {
+	s := v.s
+	open, err := s.engine().OpenJobs(s.ctx(), s.tenant, s.id)
+	if err != nil {
+		s.node.log.Error("broker: listing the open jobs of a taken-back session", "session", s.id, "err", err)
+	}
+	for _, j := range open {
+		if j.ConversationID != "" || j.Local || j.AgentCallID == "" || v.calls[j.CallID] != nil {
+			continue
+		}
+		vc := &voiceCall{modelID: j.AgentCallID, brokerID: j.CallID, slot: j.Slot, name: j.Tool.Name, args: j.Arguments,
+			label: adoptedLabel(j), deferred: j.State == jobs.Deferred, answered: true, state: j.State, handle: j.Handle,
+			notify: adoptedNotify(j)}
+		v.calls[j.CallID] = vc
+		v.byModel[j.AgentCallID] = vc
+		if j.State == jobs.AwaitingPermission {
+			v.askPermission(vc, j)
+		}
+	}
+	for _, c := range s.parked {
+		v.queueItem(&narration.Item{Kind: narration.Completion, CallID: c.CallID, Attempt: c.Attempt, Spoken: c.Spoken,
+			Payload: &itemData{req: c.Request, handle: c.Handle, slot: c.Slot}})
+	}
+	s.parked = nil
+	v.openJobsContext()
+}
+
+// parkedSweep is how often a node looks for parked sessions whose resume window ran out.
+const parkedSweep = time.Second
+
+// sweepParkedEvery runs sweepParked every d until ctx ends.
+func (n *Node) sweepParkedEvery(ctx context.Context, d time.Duration) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.sweepParked()
+		}
+	}
+}
+
+// sweepParked ends the parked sessions of the node's tenants whose resume window ran out with
+// nobody back (SPEC 10: resume_expired, their jobs cancelled with reason discard), whichever
+// node finds them first.
+func (n *Node) sweepParked() {
+	pk, ok := n.store.(jobs.SessionParking)
+	if !ok {
+		return
+	}
+	for _, tenant := range n.cfg.tenants() {
+		ids, err := pk.DueParked(n.ctx, tenant, time.Now())
+		if err != nil {
+			n.log.Warn("broker: listing parked sessions", "tenant", tenant, "err", err)
+			continue
+		}
+		for _, id := range ids {
+			if s := n.takeBack(tenant, id); s != nil {
+				s.post(func() {
+					if !s.attached() {
+						s.end(endResumeExpired)
+					}
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package voicetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/backchannel-io/backchannel/broker"
+	"github.com/backchannel-io/backchannel/broker/model"
+	"github.com/backchannel-io/backchannel/internal/brokertest"
+	"github.com/backchannel-io/backchannel/internal/redistest"
+)
+
+// TestVoiceSessionMovesToAnotherNode covers SPEC 15 and 18 for a voice session: node A shuts
+// down (Redis store: close 1012) while a deferred job runs; the host and the caller resume on
+// node B, which starts a model of its own. The job's result, sent on B, is voiced there as the
+// completion (queued, speaking, delivered at attempt 1) — the new model never made the call, so
+// it gets no function output and the caller hears the completion turn.
+func TestVoiceSessionMovesToAnotherNode(t *testing.T) {
+	t.Parallel()
+	client := redistest.New(t)
+	prefix := redistest.Prefix(t)
+	cfg := broker.Config{ResumeWindow: 20 * time.Second, Models: map[string]model.Factory{"scripted": scriptedModel}}
+	a := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	b := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+
+	vs := newVoiceSession(t, a, true)
+	j := vs.startJob("upload")
+	hostToken, hostSeen := vs.hostW.str("resume_token"), vs.host.lastSeqSeen()
+	callerToken, callerSeen := vs.callerW.str("resume_token"), vs.caller.lastSeqSeen()
+	a.Close(false)
+	for _, c := range []*conn{vs.host, vs.caller} {
+		if code := c.waitClosed(); code != broker.StatusServiceRestart {
+			t.Fatalf("SPEC 18: %s closed with %d, want 1012", c.name, code)
+		}
+	}
+
+	vs.b = b
+	vs.host = dial(t, b.WSURL, "host on B")
+	if w := vs.host.hello(map[string]any{"role": "host", "session_id": vs.sid, "resume_token": hostToken, "last_seq": hostSeen}); w.Type != "welcome" {
+		t.Fatalf("SPEC 10: the host's resume on node B answered %s", w)
+	}
+	dr := vs.host.expect(typ("tool_deferred_resume"))
+	if jobs, _ := dr.F.M["jobs"].([]any); len(jobs) != 1 {
+		t.Fatalf("SPEC 10: tool_deferred_resume on node B: %s, want the upload job", dr.F)
+	}
+	vs.caller = dial(t, b.WSURL, "caller on B")
+	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": callerToken, "last_seq": callerSeen}); w.Type != "welcome" {
+		t.Fatalf("SPEC 10: the caller's resume on node B answered %s", w)
+	}
+	from := vs.caller.mark()
+	vs.result(j, "uploaded")
+	vs.expectNarrations(j.callID, "completion", 0, "queued/1", "speaking/1", "delivered/1")
+	vs.hear(from, "upload is done: uploaded")
+	vs.host.never(typ("tool_job_delivery_failed"), "a delivered completion")
+}

@@ -1,0 +1,201 @@
+package wiretest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/backchannel-io/backchannel/broker"
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/internal/brokertest"
+	"github.com/backchannel-io/backchannel/internal/redistest"
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// twoNodes starts two broker nodes on one private Redis (one client, one key prefix).
+func twoNodes(t *testing.T, cfg broker.Config) (a, b *brokertest.Broker) {
+	t.Helper()
+	client := redistest.New(t)
+	prefix := redistest.Prefix(t)
+	a = brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	b = brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	return a, b
+}
+
+// TestSessionMovesToAnotherNode covers SPEC 10 (resume works on any node that shares the store)
+// and SPEC 18 (a Redis-store node that shuts down closes its connections with 1012 and its
+// sessions live on): node A shuts down with a deferred job and a pending call open; the host
+// resumes on node B with a last_seq behind what it had seen and gets, in order under consecutive
+// seqs, every frame after it, then tool_deferred_resume with the deferred job; its result and the
+// pending call's result land on B; the token rotated on the move (the used one answers
+// resume_invalid on B); B's timeline shows the move.
+func TestSessionMovesToAnotherNode(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second})
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
+	handle := nextID("h-move-")
+	deferred := s.deferJob(h, "a1", "export", handle, "exporting")
+	pending := s.call(h, "a2", "export").Str("call_id")
+	h.Absent(100*time.Millisecond, Any)
+	token, seen := h.Welcome.Str("resume_token"), h.LastSeq()
+	if seen != 4 {
+		t.Fatalf("the host saw up to seq %d, want 4 (tools.declared, tool_call, ack, tool_call)", seen)
+	}
+
+	a.Close(false) // SIGTERM with the Redis store
+	h.ExpectClosed(broker.StatusServiceRestart)
+
+	onB := *s
+	onB.b = b
+	h2, w := onB.resume("host on B", token, 1, nil)
+	if w.Type != "welcome" || w.Str("session_id") != s.sid {
+		t.Fatalf("SPEC 10: resume on node B answered %s", w)
+	}
+	if w.Str("resume_token") == "" || w.Str("resume_token") == token {
+		t.Errorf("SPEC 10: the resume token did not rotate on node B: %s", w)
+	}
+	var replay []Frame
+	for range 3 {
+		replay = append(replay, h2.Next())
+	}
+	want := []struct {
+		typ, callID string
+	}{{"tool_call", deferred}, {"tool_deferred_ack", deferred}, {"tool_call", pending}}
+	for i, f := range replay {
+		if f.Type != want[i].typ || f.Str("call_id") != want[i].callID || f.Int("seq") != int64(i+2) {
+			t.Fatalf("SPEC 10: replay on node B:\n%s\nwant %v with seqs 2, 3, 4", framesOf(replay), want)
+		}
+	}
+	dr := h2.Next()
+	jobs := dr.Arr("jobs")
+	if dr.Type != "tool_deferred_resume" || len(jobs) != 1 {
+		t.Fatalf("SPEC 10: after the replay %s, want tool_deferred_resume with the deferred job", dr)
+	}
+	if j, _ := jobs[0].(map[string]any); j["call_id"] != deferred || j["handle"] != handle || j["status_label"] != "exporting" {
+		t.Errorf("SPEC 10: tool_deferred_resume on node B lists %v, want %s under %s", jobs[0], deferred, handle)
+	}
+
+	result(h2, "", handle, `{"rows":3}`)
+	result(h2, pending, "", `"done"`)
+	h2.Absent(200*time.Millisecond, TypeWith("error"))
+	es := onB.waitTimeline("both results on node B", func(es []Entry) bool {
+		return len(find(es, "result", deferred)) == 1 && len(find(es, "result", pending)) == 1
+	})
+	moved := false
+	for _, e := range find(es, "notice", "") {
+		if e.Detail["text"] == "session taken back by this node" {
+			moved = true
+		}
+	}
+	if !moved {
+		t.Errorf("node B's timeline does not show the move:\n%s", dumpEntries(es))
+	}
+
+	// The token used for the move is spent, on every node.
+	c, w2 := onB.resume("old token", token, seen, nil)
+	if w2.Type != "error" || w2.Str("code") != "resume_invalid" {
+		t.Errorf("SPEC 10: the used token answered %s on node B, want resume_invalid", w2)
+	}
+	c.ExpectClosed(broker.StatusPolicy)
+}
+
+// TestParkedSessionExpires covers SPEC 10's resume window for a session whose node shut down:
+// nobody resumes it, so when the window has passed another node that shares the store ends it
+// with resume_expired — its open job cancelled with reason discard, session_end on the timeline —
+// and the slot's token answers resume_expired there.
+func TestParkedSessionExpires(t *testing.T) {
+	t.Parallel()
+	const window = 1500 * time.Millisecond
+	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: window})
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
+	deferred := s.deferJob(h, "a1", "export", nextID("h-expire-"), "exporting")
+	token, seen := h.Welcome.Str("resume_token"), h.LastSeq()
+	parked := time.Now()
+	a.Close(false)
+	h.ExpectClosed(broker.StatusServiceRestart)
+
+	onB := *s
+	onB.b = b
+	es := onB.waitTimeline("session_end on node B", has("session_end", ""))
+	end := find(es, "session_end", "")[0]
+	if end.Detail["reason"] != "resume_expired" {
+		t.Errorf("SPEC 10: session_end %s, want reason resume_expired", end)
+	}
+	if at := time.UnixMilli(end.AtMS); at.Before(parked.Add(window - 100*time.Millisecond)) {
+		t.Errorf("SPEC 10: the parked session ended %v after its node shut down, before its resume window of %v", at.Sub(parked), window)
+	}
+	cancels := find(es, "cancel", deferred)
+	if len(cancels) != 1 || cancels[0].Detail["reason"] != "discard" {
+		t.Errorf("SPEC 10: the open job's cancel entries %v, want one with reason discard:\n%s", cancels, dumpEntries(es))
+	}
+	c, w := onB.resume("late host", token, seen, nil)
+	if w.Type != "error" || w.Str("code") != "resume_expired" {
+		t.Errorf("SPEC 10: a resume after the window answered %s on node B, want resume_expired", w)
+	}
+	c.ExpectClosed(broker.StatusPolicy)
+}
+
+// TestChangeRelayedToTheSessionsNode covers SPEC 15's relay: a job change made on a node that
+// does not hold the job's session (here node B cancels a job of a session on node A, as its
+// deadline sweep or its HTTP API would) reaches node A through the store, and A tells the host
+// with tool_cancel, exactly once, and the text agent gets the cancellation.
+func TestChangeRelayedToTheSessionsNode(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second})
+	for _, n := range []*brokertest.Broker{a, b} {
+		deadline := time.Now().Add(10 * time.Second)
+		for !n.Node.Relaying() {
+			if time.Now().After(deadline) {
+				t.Fatal("a node never subscribed to the relayed job changes")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("export", "timeout", "30s"))
+	callID := s.call(h, "a1", "export").Str("call_id")
+
+	res, _, err := b.Node.Engine().Cancel(context.Background(),
+		jobs.Addr{Tenant: brokertest.TenantA, SessionID: s.sid, CallID: callID}, frames.CancelHostRequest)
+	if err != nil || res != frames.CancelResultCancelled {
+		t.Fatalf("cancel on node B: %s, %v", res, err)
+	}
+	tc := h.ExpectWithin(5*time.Second, TypeWith("tool_cancel", "call_id", callID))
+	if tc.Str("reason") != "host_request" {
+		t.Errorf("SPEC 11: %s, want reason host_request", tc)
+	}
+	r := s.agentResult("a1")
+	if r.Str("kind") != "error" {
+		t.Errorf("the agent's answer to the cancelled call: %s, want an error result", r)
+	}
+	h.Absent(300*time.Millisecond, TypeWith("tool_cancel"))
+}
+
+// TestJobEndsWhileParked: a job whose clock runs out while its session is parked (no node holds
+// it, so the deadline's change reaches nobody) is caught up with when a node takes the session
+// back: the resuming host gets its tool_cancel (reason timeout) once, after the replay.
+func TestJobEndsWhileParked(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second})
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("export", "timeout", "1s"))
+	callID := s.call(h, "a1", "export").Str("call_id")
+	token, seen := h.Welcome.Str("resume_token"), h.LastSeq()
+	a.Close(false)
+	h.ExpectClosed(broker.StatusServiceRestart)
+
+	onB := *s
+	onB.b = b
+	onB.waitTimeline("the deadline while parked", has("tool_deadline_timeout", callID))
+	h2, w := onB.resume("host on B", token, seen, nil)
+	if w.Type != "welcome" {
+		t.Fatalf("resume on node B: %s", w)
+	}
+	tc := h2.Expect(TypeWith("tool_cancel", "call_id", callID))
+	if tc.Str("reason") != "timeout" || tc.Int("seq") != seen+1 {
+		t.Errorf("SPEC 10, 11: %s, want reason timeout at seq %d", tc, seen+1)
+	}
+	h2.Absent(300*time.Millisecond, TypeWith("tool_cancel"))
+}
