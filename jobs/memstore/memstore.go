@@ -28,6 +28,7 @@ type Store struct {
 	tenants map[string]*space
 	parked  map[string]parked // by session id (parked.go)
 	relay   relay             // relay.go
+	dir     directory         // directory.go
 }
 
 // New returns an empty store. clock (nil: the system clock) decides when retained records expire.

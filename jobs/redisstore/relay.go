@@ -10,8 +10,9 @@ import (
 
 var _ jobs.ChangeRelay = (*Store)(nil)
 
-// changesChannel is the pub/sub channel of relayed job changes (PREFIXchanges). Classic
-// PUBLISH reaches the subscribers on every node of a Redis Cluster.
+// changesChannel is the pub/sub channel of relayed job changes (PREFIXchanges), sharded
+// (SPUBLISH, Redis 7): on a Redis Cluster it lives on one shard, so changes arrive in the order
+// one node published them.
 func (s *Store) changesChannel() string { return s.prefix + "changes" }
 
 // PublishChange implements jobs.ChangeRelay: the change as JSON (the job without its
@@ -21,7 +22,7 @@ func (s *Store) PublishChange(ctx context.Context, c jobs.Change) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: encode change: %w", err)
 	}
-	if err := s.rdb.Publish(ctx, s.changesChannel(), b).Err(); err != nil {
+	if err := s.rdb.SPublish(ctx, s.changesChannel(), b).Err(); err != nil {
 		return fmt.Errorf("redisstore: publish change: %w", err)
 	}
 	return nil
@@ -30,7 +31,7 @@ func (s *Store) PublishChange(ctx context.Context, c jobs.Change) error {
 // SubscribeChanges implements jobs.ChangeRelay. go-redis re-subscribes by itself after a
 // dropped connection; changes published meanwhile are missed.
 func (s *Store) SubscribeChanges(ctx context.Context, fn func(jobs.Change)) error {
-	sub := s.rdb.Subscribe(ctx, s.changesChannel())
+	sub := s.rdb.SSubscribe(ctx, s.changesChannel())
 	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
 		_ = sub.Close()
 		return fmt.Errorf("redisstore: subscribe to changes: %w", err)

@@ -1,0 +1,30 @@
+package jobs
+
+import (
+	"context"
+	"time"
+)
+
+// NodeDirectory is implemented by stores that several broker nodes share. It knows which node
+// holds each live session and which nodes are alive, and carries messages to a node's inbox:
+// a node that gets a connection for a session another node holds relays that connection's
+// frames to it and back (SPEC 15).
+type NodeDirectory interface {
+	// HoldSessions records, for ttl, that node holds the sessions ids (called again to renew).
+	HoldSessions(ctx context.Context, node string, ids []string, ttl time.Duration) error
+	// ReleaseSession forgets that node holds the session id; it does nothing if another node
+	// holds it.
+	ReleaseSession(ctx context.Context, node, id string) error
+	// SessionHolder returns the node that holds session id, or "" when none does.
+	SessionHolder(ctx context.Context, id string) (string, error)
+	// NodeAlive records, for ttl, that node is alive (called again to renew).
+	NodeAlive(ctx context.Context, node string, ttl time.Duration) error
+	// NodesAlive reports which of nodes are alive.
+	NodesAlive(ctx context.Context, nodes []string) (map[string]bool, error)
+	// SendToNode delivers msg to node's inbox, if it listens (at most once, in the order one
+	// caller sent them).
+	SendToNode(ctx context.Context, node string, msg []byte) error
+	// NodeInbox calls fn with every message sent to node from now on, one at a time, until ctx
+	// ends; it returns once the inbox listens (or failed).
+	NodeInbox(ctx context.Context, node string, fn func([]byte)) error
+}

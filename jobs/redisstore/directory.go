@@ -1,0 +1,123 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+var _ jobs.NodeDirectory = (*Store)(nil)
+
+// The directory's keys have no hash tag: each is read and written on its own (a pipeline of
+// them is split by slot on a Redis Cluster).
+func (s *Store) holderKey(id string) string  { return s.prefix + "holder:" + id }
+func (s *Store) aliveKey(node string) string { return s.prefix + "alive:" + node }
+func (s *Store) inbox(node string) string    { return s.prefix + "node:" + node }
+
+// releaseScript deletes a holder key only if it names the node.
+var releaseScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// HoldSessions implements jobs.NodeDirectory.
+func (s *Store) HoldSessions(ctx context.Context, node string, ids []string, ttl time.Duration) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, id := range ids {
+			p.Set(ctx, s.holderKey(id), node, ttl)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redisstore: hold sessions: %w", err)
+	}
+	return nil
+}
+
+// ReleaseSession implements jobs.NodeDirectory.
+func (s *Store) ReleaseSession(ctx context.Context, node, id string) error {
+	if err := releaseScript.Run(ctx, s.rdb, []string{s.holderKey(id)}, node).Err(); err != nil {
+		return fmt.Errorf("redisstore: release session: %w", err)
+	}
+	return nil
+}
+
+// SessionHolder implements jobs.NodeDirectory.
+func (s *Store) SessionHolder(ctx context.Context, id string) (string, error) {
+	node, err := s.rdb.Get(ctx, s.holderKey(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("redisstore: session holder: %w", err)
+	}
+	return node, nil
+}
+
+// NodeAlive implements jobs.NodeDirectory.
+func (s *Store) NodeAlive(ctx context.Context, node string, ttl time.Duration) error {
+	if err := s.rdb.Set(ctx, s.aliveKey(node), "1", ttl).Err(); err != nil {
+		return fmt.Errorf("redisstore: node alive: %w", err)
+	}
+	return nil
+}
+
+// NodesAlive implements jobs.NodeDirectory.
+func (s *Store) NodesAlive(ctx context.Context, nodes []string) (map[string]bool, error) {
+	cmds := make([]*redis.IntCmd, len(nodes))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, n := range nodes {
+			cmds[i] = p.Exists(ctx, s.aliveKey(n))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: nodes alive: %w", err)
+	}
+	out := make(map[string]bool, len(nodes))
+	for i, n := range nodes {
+		out[n] = cmds[i].Val() == 1
+	}
+	return out, nil
+}
+
+// SendToNode implements jobs.NodeDirectory: SPUBLISH on the node's channel. Sharded pub/sub
+// (Redis 7) keeps a channel on one shard of a Redis Cluster, so one sender's messages arrive in
+// order (classic PUBLISH may enter the cluster at any node and overtake itself).
+func (s *Store) SendToNode(ctx context.Context, node string, msg []byte) error {
+	if err := s.rdb.SPublish(ctx, s.inbox(node), msg).Err(); err != nil {
+		return fmt.Errorf("redisstore: send to node: %w", err)
+	}
+	return nil
+}
+
+// NodeInbox implements jobs.NodeDirectory (SSUBSCRIBE to the node's channel; go-redis
+// re-subscribes by itself after a dropped connection, and what was sent meanwhile is missed).
+func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte)) error {
+	sub := s.rdb.SSubscribe(ctx, s.inbox(node))
+	if _, err := sub.Receive(ctx); err != nil {
+		_ = sub.Close()
+		return fmt.Errorf("redisstore: node inbox: %w", err)
+	}
+	go func() {
+		defer sub.Close()
+		ch := sub.Channel(redis.WithChannelSize(4096))
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m, ok := <-ch:
+				if !ok {
+					return
+				}
+				fn([]byte(m.Payload))
+			}
+		}
+	}()
+	return nil
+}

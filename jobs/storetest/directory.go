@@ -1,0 +1,87 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// runDirectory checks jobs.NodeDirectory: holders are recorded and renewed, released only by
+// their node and forgotten after their ttl; liveness likewise; a node's inbox gets what is
+// sent to it, in order, and nothing sent to another node.
+func runDirectory(t *testing.T, newStore Factory) {
+	s := newStore(t, jobs.NewFakeClock(epoch))
+	d, ok := s.(jobs.NodeDirectory)
+	if !ok {
+		t.Fatalf("%T does not implement jobs.NodeDirectory", s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder := func(id, want string) {
+		t.Helper()
+		if got, err := d.SessionHolder(ctx, id); err != nil || got != want {
+			t.Errorf("SessionHolder(%s) = %q, %v; want %q", id, got, err, want)
+		}
+	}
+	if err := d.HoldSessions(ctx, "node-a", []string{"sess_1", "sess_2"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.HoldSessions(ctx, "node-b", []string{"sess_3"}, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	holder("sess_1", "node-a")
+	holder("sess_3", "node-b")
+	holder("sess_none", "")
+	if err := d.ReleaseSession(ctx, "node-b", "sess_1"); err != nil {
+		t.Fatal(err)
+	}
+	holder("sess_1", "node-a") // another node's release does nothing
+	if err := d.ReleaseSession(ctx, "node-a", "sess_1"); err != nil {
+		t.Fatal(err)
+	}
+	holder("sess_1", "")
+	holder("sess_2", "node-a")
+
+	if err := d.NodeAlive(ctx, "node-a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.NodeAlive(ctx, "node-b", 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	alive, err := d.NodesAlive(ctx, []string{"node-a", "node-b", "node-c"})
+	if err != nil || !alive["node-a"] || !alive["node-b"] || alive["node-c"] {
+		t.Errorf("NodesAlive = %v, %v; want node-a and node-b", alive, err)
+	}
+	time.Sleep(600 * time.Millisecond)
+	holder("sess_3", "") // its ttl ran out
+	if alive, _ := d.NodesAlive(ctx, []string{"node-a", "node-b"}); !alive["node-a"] || alive["node-b"] {
+		t.Errorf("NodesAlive after node-b's ttl = %v; want node-a only", alive)
+	}
+
+	got := make(chan string, 256)
+	if err := d.NodeInbox(ctx, "node-a", func(m []byte) { got <- string(m) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SendToNode(ctx, "node-b", []byte("not for a")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	for i := range n {
+		if err := d.SendToNode(ctx, "node-a", fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		select {
+		case m := <-got:
+			if want := fmt.Sprintf("m%d", i); m != want {
+				t.Fatalf("inbox message %d is %q, want %q (in order, nothing sent to another node)", i, m, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("inbox got %d of %d messages", i, n)
+		}
+	}
+}
