@@ -25,16 +25,27 @@ type Client struct {
 	limiter    *rate.Limiter
 	violations int // frames over a limit in a row (the reader goroutine's)
 	closed     atomic.Bool
+
+	relay *edgeConn // set when another node holds the session: everything is forwarded there
 }
 
 // ConnectionID is the id the welcome named.
 func (c *Client) ConnectionID() string { return c.connID }
 
 // SessionID is the id of the client's session.
-func (c *Client) SessionID() string { return c.session.id }
+func (c *Client) SessionID() string {
+	if c.relay != nil {
+		return c.relay.session
+	}
+	return c.session.id
+}
 
 // Receive takes one text message of the connection. It must be called from one goroutine.
 func (c *Client) Receive(data []byte) {
+	if c.relay != nil {
+		c.relay.forward(relayMsg{Op: opFrame, Data: data})
+		return
+	}
 	if c.closed.Load() {
 		return
 	}
@@ -64,6 +75,10 @@ func (c *Client) Receive(data []byte) {
 // ReceiveAudio takes one binary message of the connection: caller audio (SPEC 17). It does not
 // count toward the frame rate limit.
 func (c *Client) ReceiveAudio(data []byte) {
+	if c.relay != nil {
+		c.relay.forward(relayMsg{Op: opAudio, Data: data})
+		return
+	}
 	if c.closed.Load() || c.role != frames.RoleCaller {
 		return
 	}
@@ -111,6 +126,10 @@ func frameID(data []byte) string {
 
 // Oversized reports a message the transport refused to read whole (over MaxFrameBytes).
 func (c *Client) Oversized(size int) {
+	if c.relay != nil {
+		c.relay.forward(relayMsg{Op: opOversized, Size: size})
+		return
+	}
 	lim := &c.session.node.cfg.Limits
 	c.violation(frames.Errorf(frames.CodeLimitExceeded, "frame of at least %d bytes is over the limit of %d bytes", size, lim.MaxFrameBytes))
 }
@@ -139,6 +158,10 @@ func (c *Client) violation(e *frames.Error) {
 // Dropped reports that the transport is gone (read error, closed, missed pongs). It is not
 // the end of the session: the slot waits for a resume (SPEC 10).
 func (c *Client) Dropped() {
+	if c.relay != nil {
+		c.relay.dropped()
+		return
+	}
 	c.closed.Store(true)
 	c.session.post(func() { c.session.dropped(c) })
 }
@@ -158,6 +181,9 @@ func (n *Node) Hello(tr Transport, data []byte) *Client {
 		e.Ref = requestID(f) // SPEC 2: the answer to a frame carries its id
 		n.refuse(tr, e)
 		return nil
+	}
+	if c := n.relayHello(tr, h, data); c != nil {
+		return c
 	}
 	s, created, e := n.sessionFor(h)
 	if e != nil {

@@ -49,6 +49,13 @@ type Config struct {
 	// from the end of the ask (or of its clarification); an ask left unanswered that long is
 	// declined with reason permission_timeout (SPEC 5, 12; default 120 s).
 	PermissionTimeout time.Duration
+	// NodeID names this node among the nodes sharing a store (SPEC 18 --node-id; default
+	// "node"); a random suffix makes each start of it a new address.
+	NodeID string
+	// HoldTTL is how long a node's claim on its sessions, and its liveness, last without
+	// renewal (renewed every third of it; default 10 s): a node that crashed is known dead
+	// after that long (SPEC 15).
+	HoldTTL time.Duration
 }
 
 // Limits are the limits of SPEC 2 (all configurable).
@@ -95,6 +102,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReaskAfter <= 0 {
 		c.ReaskAfter = 30 * time.Second
+	}
+	if c.NodeID == "" {
+		c.NodeID = "node"
+	}
+	if c.HoldTTL <= 0 {
+		c.HoldTTL = 10 * time.Second
 	}
 	if c.PermissionTimeout <= 0 {
 		c.PermissionTimeout = jobs.DefaultPermissionTimeout

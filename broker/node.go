@@ -32,6 +32,15 @@ type Node struct {
 	closing  bool
 	metrics  *metrics
 	relaying atomic.Bool // subscribed to the changes other nodes relay
+
+	// Relayed connections (remote.go, edge.go), when the store is shared.
+	addr     string             // this node's address among the nodes: NodeID plus a random suffix
+	dir      jobs.NodeDirectory // nil when the store is not shared
+	relayMu  sync.Mutex
+	remotes  map[string]*remoteConn // held here, their edge elsewhere; by edge/conn
+	edges    map[string]*edgeConn   // edge here, their session held elsewhere; by conn
+	relayOut sync.WaitGroup         // the writers of frames to relayed connections' nodes
+	inboxUp  atomic.Bool            // the node's inbox listens
 }
 
 // endedSession is what a node remembers of an ended session for the retention period: enough
@@ -56,7 +65,11 @@ func NewNode(cfg Config, store jobs.Store) *Node {
 		sessions: make(map[string]*Session),
 		ended:    make(map[string]*endedSession),
 		metrics:  newMetrics(),
+		remotes:  make(map[string]*remoteConn),
+		edges:    make(map[string]*edgeConn),
 	}
+	n.addr = cfg.NodeID + "." + randomID(8)
+	n.dir, _ = store.(jobs.NodeDirectory)
 	n.engine = jobs.NewEngine(store, engineOptions(&n.cfg, n.onChange))
 	return n
 }
@@ -82,6 +95,10 @@ func (n *Node) Run(ctx context.Context) error {
 	go n.sweepEnded(ctx)
 	if r, ok := n.store.(jobs.ChangeRelay); ok {
 		go n.subscribeChanges(ctx, r)
+	}
+	if n.dir != nil {
+		go n.listen(ctx)
+		go n.holdEvery(ctx)
 	}
 	if _, ok := n.store.(jobs.SessionParking); ok {
 		go n.sweepParkedEvery(ctx, parkedSweep)
@@ -158,6 +175,7 @@ func (n *Node) CreateSession(tenant string, mc ModelConfig) (*Session, error) {
 	n.sessions[s.id] = s
 	n.metrics.sessions.Inc()
 	s.start()
+	n.hold(s.id)
 	return s, nil
 }
 
@@ -172,6 +190,7 @@ func (n *Node) forget(s *Session, info *endedSession) {
 		n.metrics.sessions.Dec()
 	}
 	n.ended[s.id] = info
+	n.release(s.id)
 }
 
 // onChange routes a job change to its session's mailbox, or, for a session this node does not
@@ -220,8 +239,9 @@ func (n *Node) subscribeChanges(ctx context.Context, r jobs.ChangeRelay) {
 	}
 }
 
-// Relaying reports whether the node receives the job changes other nodes relay (SPEC 15).
-func (n *Node) Relaying() bool { return n.relaying.Load() }
+// Relaying reports whether the node receives the job changes and the relayed connections of
+// other nodes (SPEC 15).
+func (n *Node) Relaying() bool { return n.relaying.Load() && (n.dir == nil || n.inboxUp.Load()) }
 
 // relayed takes a change another node relayed: the session's node handles it; every other node
 // (the sender among them) drops it.
@@ -255,8 +275,9 @@ func (n *Node) Shutdown(ctx context.Context, end bool) error {
 			done()
 		}
 	}
+	n.closeEdges()
 	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
+	go func() { wg.Wait(); n.relayOut.Wait(); close(finished) }()
 	var err error
 	select {
 	case <-finished:

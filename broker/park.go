@@ -124,6 +124,11 @@ func (s *Session) park(store jobs.SessionParking) {
 		s.node.log.Error("broker: parking a session for another node", "session", s.id, "err", err)
 		return
 	}
+	if d := s.node.dir; d != nil {
+		if err := d.ReleaseSession(s.ctx(), s.node.addr, s.id); err != nil {
+			s.node.log.Warn("broker: releasing a parked session", "session", s.id, "err", err)
+		}
+	}
 	s.node.log.Info("broker: session parked for another node", "session", s.id, "slots", len(st.Slots))
 }
 
@@ -195,6 +200,7 @@ func (n *Node) takeBack(tenant, id string) *Session {
 	n.sessions[s.id] = s
 	n.metrics.sessions.Inc()
 	n.mu.Unlock()
+	n.hold(s.id)
 	s.mb.post(func() { s.takenBack(&st) }, false)
 	n.log.Info("broker: took back a parked session", "session", id, "slots", len(st.Slots))
 	return s

@@ -53,3 +53,30 @@ func TestVoiceSessionMovesToAnotherNode(t *testing.T) {
 	vs.hear(from, "upload is done: uploaded")
 	vs.host.never(typ("tool_job_delivery_failed"), "a delivered completion")
 }
+
+// TestVoiceCallerOnAnotherNode covers SPEC 15's relay for a voice session: the session and its
+// host are on node A, and the caller resumes on node B, which relays its frames to A and A's
+// agent audio back — the hand-off and the completion are heard whole through node B, frame by
+// frame as the scripted model speaks them.
+func TestVoiceCallerOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	client := redistest.New(t)
+	prefix := redistest.Prefix(t)
+	cfg := broker.Config{ResumeWindow: 20 * time.Second, Models: map[string]model.Factory{"scripted": scriptedModel}}
+	a := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	b := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	a.WaitRelaying(t)
+	b.WaitRelaying(t)
+	vs := newVoiceSession(t, a, true)
+	token, seen := vs.callerW.str("resume_token"), vs.caller.lastSeqSeen()
+	vs.caller.close()
+	vs.caller = dial(t, b.WSURL, "caller on B")
+	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": token, "last_seq": seen}); w.Type != "welcome" {
+		t.Fatalf("SPEC 10, 15: the caller's resume through node B answered %s", w)
+	}
+	j := vs.startJob("upload") // the caller's turn through B, the hand-off heard through B
+	from := vs.caller.mark()
+	vs.result(j, "uploaded")
+	vs.expectNarrations(j.callID, "completion", 0, "queued/1", "speaking/1", "delivered/1")
+	vs.hear(from, "upload is done: uploaded")
+}

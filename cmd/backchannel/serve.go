@@ -251,7 +251,7 @@ func serve(args []string) error {
 	}
 	defer closeStore()
 
-	cfg := broker.Config{APIKeys: keys, ResumeWindow: c.resumeWindow, BackgroundAfter: c.backgroundAfter,
+	cfg := broker.Config{APIKeys: keys, ResumeWindow: c.resumeWindow, BackgroundAfter: c.backgroundAfter, NodeID: c.nodeID,
 		Logger: log, DefaultModel: c.model, Models: map[string]model.Factory{
 			"scripted": scripted.New,
 			"openai": openai.New(openai.Options{URL: c.openAIURL, APIKey: c.openAIKey, Model: c.openAIModel,

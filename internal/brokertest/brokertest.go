@@ -116,6 +116,27 @@ func Start(t testing.TB, opts Options) *Broker {
 	return b
 }
 
+// WaitRelaying waits until the node listens for what other nodes relay to it (job changes,
+// connections): before that, what another node relays is lost.
+func (b *Broker) WaitRelaying(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !b.Node.Relaying() {
+		if time.Now().After(deadline) {
+			t.Fatal("brokertest: the node never listened for what other nodes relay")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Freeze stops the node's background work — deadline polling, the renewal of its sessions and
+// liveness in the shared store, its inbox — as a node that hangs or crashed would, without a
+// shutdown: to the other nodes it is dead once its Config.HoldTTL has passed.
+func (b *Broker) Freeze() {
+	b.stop()
+	<-b.done
+}
+
 // Close shuts the broker down: end ends every session first (the memory store's shutdown);
 // otherwise connections are closed with 1012.
 func (b *Broker) Close(end bool) {

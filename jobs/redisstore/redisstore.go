@@ -19,6 +19,10 @@
 //	PREFIX{t:T}:parked:SESSION    string: a parked session (jobs.ParkedSession JSON; parked.go)
 //	PREFIX{t:T}:parked            sorted set: parked session ids by the end of their resume window
 //	PREFIXparked:SESSION          string: the tenant of a parked session (a resume token names none)
+//	PREFIXholder:SESSION          string: the node holding a live session, with a TTL (directory.go)
+//	PREFIXalive:NODE              string: present while the node renews it (directory.go)
+//	PREFIXnode:NODE               sharded pub/sub channel: the node's inbox (directory.go)
+//	PREFIXchanges                 sharded pub/sub channel: relayed job changes (relay.go)
 //
 // Terminal jobs, burned handles and timelines expire after the retention period.
 package redisstore

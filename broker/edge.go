@@ -1,0 +1,155 @@
+package broker
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/backchannel-io/backchannel/frames"
+)
+
+// edgeConn is, on the node a client connected to, a connection whose session another node
+// holds (remote.go): its messages go to the holder, and what the holder sends is written to it.
+type edgeConn struct {
+	n       *Node
+	holder  string
+	conn    string
+	session string
+	tr      Transport
+	gone    atomic.Bool // dropped, or closed by the holder
+}
+
+// relayHello makes tr the edge of a connection to a session another live node holds, and
+// forwards its hello there; nil when this node should answer the hello itself (the session is
+// here, parked — then it is taken back — or unknown).
+func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) *Client {
+	if n.dir == nil || h.SessionID == "" || n.session(h.SessionID) != nil || n.endedInfo(h.SessionID) != nil {
+		return nil
+	}
+	if n.takeBack("", h.SessionID) != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
+	defer cancel()
+	holder, err := n.dir.SessionHolder(ctx, h.SessionID)
+	if err != nil {
+		n.log.Warn("broker: looking up a session's node", "session", h.SessionID, "err", err)
+		return nil
+	}
+	if holder == "" || holder == n.addr {
+		return nil
+	}
+	if alive, err := n.dir.NodesAlive(ctx, []string{holder}); err != nil || !alive[holder] {
+		return nil // it died holding the session (its hold has not run out yet)
+	}
+	e := &edgeConn{n: n, holder: holder, conn: "rl_" + randomID(16), session: h.SessionID, tr: tr}
+	n.relayMu.Lock()
+	n.edges[e.conn] = e
+	n.relayMu.Unlock()
+	if err := n.sendTo(holder, relayMsg{Op: opHello, Conn: e.conn, Data: data}); err != nil {
+		n.log.Warn("broker: relaying a hello to the session's node", "session", h.SessionID, "node", holder, "err", err)
+		e.forget()
+		n.refuse(tr, frames.Errorf(frames.CodeInternal, "the node that holds session %s cannot be reached; try again", h.SessionID))
+		return nil
+	}
+	return &Client{relay: e, tr: tr}
+}
+
+// forward sends one of the connection's messages to the holder.
+func (e *edgeConn) forward(m relayMsg) {
+	if e.gone.Load() {
+		return
+	}
+	m.Conn = e.conn
+	if err := e.n.sendTo(e.holder, m); err != nil {
+		e.n.log.Warn("broker: relaying to the session's node", "session", e.session, "node", e.holder, "err", err)
+	}
+}
+
+// dropped: the client's connection is gone.
+func (e *edgeConn) dropped() {
+	if e.gone.Swap(true) {
+		return
+	}
+	e.forget()
+	m := relayMsg{Op: opDrop, Conn: e.conn}
+	if err := e.n.sendTo(e.holder, m); err != nil {
+		e.n.log.Warn("broker: relaying a drop to the session's node", "session", e.session, "err", err)
+	}
+}
+
+func (e *edgeConn) forget() {
+	e.n.relayMu.Lock()
+	delete(e.n.edges, e.conn)
+	e.n.relayMu.Unlock()
+}
+
+// toEdge writes what a holder sent for one of this node's relayed connections.
+func (n *Node) toEdge(m relayMsg) {
+	n.relayMu.Lock()
+	e := n.edges[m.Conn]
+	n.relayMu.Unlock()
+	if e == nil || e.holder != m.From {
+		return
+	}
+	switch m.Op {
+	case opSend:
+		e.tr.Send(m.Data)
+	case opSendAudio:
+		e.tr.SendAudio(m.Data)
+	case opClose:
+		e.gone.Store(true)
+		e.forget()
+		e.tr.Close(m.Code, m.Reason)
+	case opAbort:
+		e.gone.Store(true)
+		e.forget()
+		e.tr.Abort()
+	}
+}
+
+// closeDeadHolders closes, with 1012, the relayed connections whose holder is no longer alive
+// (it crashed): their clients reconnect, and a session that was parked is taken back.
+func (n *Node) closeDeadHolders(ctx context.Context) {
+	n.relayMu.Lock()
+	holders := map[string][]*edgeConn{}
+	for _, e := range n.edges {
+		holders[e.holder] = append(holders[e.holder], e)
+	}
+	n.relayMu.Unlock()
+	if len(holders) == 0 {
+		return
+	}
+	names := make([]string, 0, len(holders))
+	for h := range holders {
+		names = append(names, h)
+	}
+	alive, err := n.dir.NodesAlive(ctx, names)
+	if err != nil {
+		return
+	}
+	for h, es := range holders {
+		if alive[h] {
+			continue
+		}
+		for _, e := range es {
+			e.gone.Store(true)
+			e.forget()
+			e.tr.Close(StatusServiceRestart, "session node gone")
+		}
+	}
+}
+
+// closeEdges closes every relayed connection of this node with 1012 and tells the holders
+// (shutdown).
+func (n *Node) closeEdges() {
+	n.relayMu.Lock()
+	es := make([]*edgeConn, 0, len(n.edges))
+	for _, e := range n.edges {
+		es = append(es, e)
+	}
+	n.relayMu.Unlock()
+	for _, e := range es {
+		e.tr.Close(StatusServiceRestart, "service restart")
+		e.dropped()
+	}
+}

@@ -1,0 +1,93 @@
+package broker
+
+import (
+	"context"
+	"time"
+)
+
+// Holding. With a shared store (jobs.NodeDirectory) a node records which sessions it holds and
+// that it is alive, both for Config.HoldTTL and renewed every third of it, so that another node
+// can relay a connection to it (edge.go) and can tell when it crashed.
+
+// hold records that this node holds session id (created or taken back here).
+func (n *Node) hold(id string) {
+	if n.dir == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
+	defer cancel()
+	if err := n.dir.HoldSessions(ctx, n.addr, []string{id}, n.cfg.HoldTTL); err != nil {
+		n.log.Warn("broker: recording a session's node", "session", id, "err", err)
+	}
+}
+
+// release records that this node no longer holds session id (ended or parked). It does not
+// wait for the store.
+func (n *Node) release(id string) {
+	if n.dir == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
+		defer cancel()
+		if err := n.dir.ReleaseSession(ctx, n.addr, id); err != nil {
+			n.log.Warn("broker: releasing a session", "session", id, "err", err)
+		}
+	}()
+}
+
+// holdEvery renews the node's sessions and liveness every third of HoldTTL, and drops the
+// relayed connections whose other node died, until ctx ends.
+func (n *Node) holdEvery(ctx context.Context) {
+	every := n.cfg.HoldTTL / 3
+	n.renew(ctx)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.renew(ctx)
+			n.dropDeadEdges(ctx)
+			n.closeDeadHolders(ctx)
+		}
+	}
+}
+
+// renew records the node alive and renews its hold on every session it serves.
+func (n *Node) renew(ctx context.Context) {
+	if err := n.dir.NodeAlive(ctx, n.addr, n.cfg.HoldTTL); err != nil {
+		n.log.Warn("broker: recording the node alive", "err", err)
+	}
+	n.mu.Lock()
+	ids := make([]string, 0, len(n.sessions))
+	for id := range n.sessions {
+		ids = append(ids, id)
+	}
+	closing := n.closing
+	n.mu.Unlock()
+	if closing {
+		return
+	}
+	if err := n.dir.HoldSessions(ctx, n.addr, ids, n.cfg.HoldTTL); err != nil {
+		n.log.Warn("broker: renewing the node's sessions", "sessions", len(ids), "err", err)
+	}
+}
+
+// listen opens the node's inbox, trying again every second while the store cannot be reached.
+func (n *Node) listen(ctx context.Context) {
+	for {
+		err := n.dir.NodeInbox(ctx, n.addr, n.inbox)
+		if err == nil {
+			n.inboxUp.Store(true)
+			return
+		}
+		n.log.Warn("broker: opening the node's inbox", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}

@@ -1,0 +1,244 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Connections relayed between nodes (SPEC 15: other nodes relay a session's frames through
+// Redis pub/sub). A node that gets a hello for a session another live node holds becomes the
+// connection's edge (edge.go): it forwards the connection's messages, hello first, to the
+// holder's inbox (jobs.NodeDirectory), and writes what the holder sends back. On the holder the
+// connection is a remoteConn: a Transport whose frames go to the edge's inbox, and a Client fed
+// by the forwarded messages — the session cannot tell it from a local connection.
+
+// relayMsg is one message between an edge and a holder.
+type relayMsg struct {
+	Op     string `json:"op"`
+	From   string `json:"from"` // the sender's node address
+	Conn   string `json:"conn"` // the connection's id at its edge
+	Data   []byte `json:"data,omitempty"`
+	Code   int    `json:"code,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Size   int    `json:"size,omitempty"`
+}
+
+// The ops of relayMsg: edge → holder, then holder → edge.
+const (
+	opHello     = "hello"
+	opFrame     = "frame"
+	opAudio     = "audio"
+	opOversized = "oversized"
+	opDrop      = "drop"
+
+	opSend      = "send"
+	opSendAudio = "send_audio"
+	opClose     = "close"
+	opAbort     = "abort"
+)
+
+// relayTimeout bounds one send to another node's inbox.
+const relayTimeout = 5 * time.Second
+
+// inbox takes one message sent to this node.
+func (n *Node) inbox(b []byte) {
+	var m relayMsg
+	if err := json.Unmarshal(b, &m); err != nil {
+		n.log.Warn("broker: an undecodable message from another node", "err", err)
+		return
+	}
+	switch m.Op {
+	case opHello, opFrame, opAudio, opOversized, opDrop:
+		n.toRemote(m)
+	case opSend, opSendAudio, opClose, opAbort:
+		n.toEdge(m)
+	}
+}
+
+// sendTo sends m to node's inbox.
+func (n *Node) sendTo(node string, m relayMsg) error {
+	m.From = n.addr
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
+	defer cancel()
+	return n.dir.SendToNode(ctx, node, b)
+}
+
+// remoteConn is, on the holder, a connection whose edge is another node.
+type remoteConn struct {
+	n    *Node
+	edge string
+	conn string
+	in   chan relayMsg // from the edge, handled in order by run
+
+	closing atomic.Bool
+	mu      sync.Mutex
+	pending []relayMsg // to the edge, sent in order by one writer at a time
+	writing bool
+}
+
+// remoteInboxSize bounds what waits for a relayed connection's turn; an edge that far ahead
+// loses its connection (it resumes).
+const remoteInboxSize = 1024
+
+// toRemote hands a message from an edge to its relayed connection, opening it on hello.
+func (n *Node) toRemote(m relayMsg) {
+	key := m.From + "/" + m.Conn
+	n.relayMu.Lock()
+	rc := n.remotes[key]
+	if rc == nil && m.Op == opHello {
+		rc = &remoteConn{n: n, edge: m.From, conn: m.Conn, in: make(chan relayMsg, remoteInboxSize)}
+		n.remotes[key] = rc
+		go rc.run() // it ends with its connection, or with the node
+	}
+	n.relayMu.Unlock()
+	if rc == nil {
+		return
+	}
+	select {
+	case rc.in <- m:
+	default:
+		n.log.Warn("broker: a relayed connection fell behind; dropping it", "edge", m.From)
+		rc.Abort()
+	}
+}
+
+// run handles the edge's messages in order: the hello attaches the connection, the rest go to
+// its Client as a local connection's would.
+func (rc *remoteConn) run() {
+	n := rc.n
+	defer func() {
+		n.relayMu.Lock()
+		delete(n.remotes, rc.edge+"/"+rc.conn)
+		n.relayMu.Unlock()
+	}()
+	var c *Client
+	for {
+		var m relayMsg
+		select {
+		case m = <-rc.in:
+		case <-n.ctx.Done():
+			if c != nil {
+				c.Dropped()
+			}
+			return
+		}
+		switch {
+		case m.Op == opHello:
+			if c = n.Hello(rc, m.Data); c == nil {
+				return
+			}
+		case c == nil:
+			return
+		case m.Op == opFrame:
+			c.Receive(m.Data)
+		case m.Op == opAudio:
+			c.ReceiveAudio(m.Data)
+		case m.Op == opOversized:
+			c.Oversized(m.Size)
+		case m.Op == opDrop:
+			c.Dropped()
+			return
+		}
+	}
+}
+
+// Send implements Transport.
+func (rc *remoteConn) Send(frame []byte) { rc.enqueue(relayMsg{Op: opSend, Data: frame}) }
+
+// SendAudio implements Transport.
+func (rc *remoteConn) SendAudio(chunk []byte) { rc.enqueue(relayMsg{Op: opSendAudio, Data: chunk}) }
+
+// Close implements Transport: queued frames go first.
+func (rc *remoteConn) Close(code int, reason string) {
+	rc.enqueue(relayMsg{Op: opClose, Code: code, Reason: reason})
+	rc.closing.Store(true)
+}
+
+// Abort implements Transport.
+func (rc *remoteConn) Abort() {
+	rc.enqueue(relayMsg{Op: opAbort})
+	rc.closing.Store(true)
+	select {
+	case rc.in <- relayMsg{Op: opDrop}:
+	default:
+	}
+}
+
+// enqueue queues a message to the edge and starts the writer if none runs: the session's
+// loop never waits for the store.
+func (rc *remoteConn) enqueue(m relayMsg) {
+	if rc.closing.Load() {
+		return
+	}
+	m.Conn = rc.conn
+	rc.mu.Lock()
+	rc.pending = append(rc.pending, m)
+	start := !rc.writing
+	rc.writing = true
+	rc.mu.Unlock()
+	if start {
+		rc.n.relayOut.Add(1)
+		go rc.write()
+	}
+}
+
+// write sends what is queued, in order, until nothing is left.
+func (rc *remoteConn) write() {
+	defer rc.n.relayOut.Done()
+	for {
+		rc.mu.Lock()
+		batch := rc.pending
+		rc.pending = nil
+		if len(batch) == 0 {
+			rc.writing = false
+			rc.mu.Unlock()
+			return
+		}
+		rc.mu.Unlock()
+		for _, m := range batch {
+			if err := rc.n.sendTo(rc.edge, m); err != nil {
+				rc.n.log.Warn("broker: sending to a relayed connection's node", "edge", rc.edge, "err", err)
+			}
+		}
+	}
+}
+
+// dropDeadEdges drops the relayed connections whose edge node is no longer alive (it crashed:
+// nobody will send their drop).
+func (n *Node) dropDeadEdges(ctx context.Context) {
+	n.relayMu.Lock()
+	edges := map[string][]*remoteConn{}
+	for _, rc := range n.remotes {
+		edges[rc.edge] = append(edges[rc.edge], rc)
+	}
+	n.relayMu.Unlock()
+	if len(edges) == 0 {
+		return
+	}
+	names := make([]string, 0, len(edges))
+	for e := range edges {
+		names = append(names, e)
+	}
+	alive, err := n.dir.NodesAlive(ctx, names)
+	if err != nil {
+		return
+	}
+	for e, rcs := range edges {
+		if alive[e] {
+			continue
+		}
+		for _, rc := range rcs {
+			select {
+			case rc.in <- relayMsg{Op: opDrop}:
+			default:
+			}
+		}
+	}
+}
