@@ -30,7 +30,7 @@ func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) *Client {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
 	defer cancel()
-	holder, err := n.dir.SessionHolder(ctx, h.SessionID)
+	holder, _, err := n.dir.SessionHolder(ctx, h.SessionID)
 	if err != nil {
 		n.log.Warn("broker: looking up a session's node", "session", h.SessionID, "err", err)
 		return nil

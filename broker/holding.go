@@ -3,21 +3,23 @@ package broker
 import (
 	"context"
 	"time"
+
+	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // Holding. With a shared store (jobs.NodeDirectory) a node records which sessions it holds and
 // that it is alive, both for Config.HoldTTL and renewed every third of it, so that another node
 // can relay a connection to it (edge.go) and can tell when it crashed.
 
-// hold records that this node holds session id (created or taken back here).
-func (n *Node) hold(id string) {
+// hold records that this node holds session s (created or taken back here).
+func (n *Node) hold(s *Session) {
 	if n.dir == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
 	defer cancel()
-	if err := n.dir.HoldSessions(ctx, n.addr, []string{id}, n.cfg.HoldTTL); err != nil {
-		n.log.Warn("broker: recording a session's node", "session", id, "err", err)
+	if err := n.dir.HoldSessions(ctx, n.addr, []jobs.HeldSession{{ID: s.id, Tenant: s.tenant}}, n.cfg.HoldTTL); err != nil {
+		n.log.Warn("broker: recording a session's node", "session", s.id, "err", err)
 	}
 }
 
@@ -61,9 +63,9 @@ func (n *Node) renew(ctx context.Context) {
 		n.log.Warn("broker: recording the node alive", "err", err)
 	}
 	n.mu.Lock()
-	ids := make([]string, 0, len(n.sessions))
-	for id := range n.sessions {
-		ids = append(ids, id)
+	ids := make([]jobs.HeldSession, 0, len(n.sessions))
+	for id, s := range n.sessions {
+		ids = append(ids, jobs.HeldSession{ID: id, Tenant: s.tenant})
 	}
 	closing := n.closing
 	n.mu.Unlock()

@@ -232,12 +232,23 @@ func (n *Node) HangUp(tenant, id string) bool {
 	return true
 }
 
+// heldElsewhere reports whether another node that shares the store holds tenant's session id
+// (a new session has no timeline entries yet).
+func (n *Node) heldElsewhere(ctx context.Context, tenant, id string) bool {
+	if n.dir == nil {
+		return false
+	}
+	node, t, err := n.dir.SessionHolder(ctx, id)
+	return err == nil && node != "" && t == tenant
+}
+
 // timeline is GET /v1/sessions/{id}/timeline and its ?follow=1 stream (SPEC 16).
 //
 // A session this node does not know may live on another node that shares the store, or have
 // lived on a node that restarted: asked with an API key, the node answers from the store, where
 // timelines are kept per tenant (SPEC 15, 16). A tenant without entries for the id gets
-// not_found, exactly as for a missing session. (A join token can only be checked by a node that
+// not_found, exactly as for a missing session, unless another node holds a session of that
+// tenant with the id (it has no entries yet). (A join token can only be checked by a node that
 // knows its session.)
 func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
@@ -258,7 +269,7 @@ func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, "the store is not reachable; try again")
 		return
 	}
-	if remote && len(entries) == 0 {
+	if remote && len(entries) == 0 && !n.heldElsewhere(r.Context(), tenant, id) {
 		e := NoSession(id)
 		WriteHTTPError(w, http.StatusNotFound, e.Code, e.Message)
 		return

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"sync"
@@ -155,11 +156,66 @@ func (n *Node) session(id string) *Session {
 	return n.sessions[id]
 }
 
-// endedInfo returns what is remembered of an ended session, or nil.
+// endedInfo returns what is remembered of an ended session, or nil: by this node, or, with a
+// shared store, by the node that ended it.
 func (n *Node) endedInfo(id string) *endedSession {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.ended[id]
+	e := n.ended[id]
+	n.mu.Unlock()
+	if e != nil || n.dir == nil {
+		return e
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
+	defer cancel()
+	b, err := n.dir.Ended(ctx, id)
+	if err != nil {
+		if !errors.Is(err, jobs.ErrNotFound) {
+			n.log.Warn("broker: looking up an ended session", "session", id, "err", err)
+		}
+		return nil
+	}
+	var rec endedRecord
+	if json.Unmarshal(b, &rec) != nil {
+		return nil
+	}
+	e = &endedSession{tenant: rec.Tenant, expiredSlots: make(map[string]bool, len(rec.Expired)), at: time.UnixMilli(rec.AtMS)}
+	copy(e.joinHash[:], rec.JoinHash)
+	for _, s := range rec.Expired {
+		e.expiredSlots[s] = true
+	}
+	n.mu.Lock()
+	n.ended[id] = e
+	n.mu.Unlock()
+	return e
+}
+
+// endedRecord is an endedSession in the shared store.
+type endedRecord struct {
+	Tenant   string   `json:"tenant"`
+	JoinHash []byte   `json:"join_hash"`
+	Expired  []string `json:"expired,omitempty"`
+	AtMS     int64    `json:"at_ms"`
+}
+
+// recordEnded tells the nodes sharing the store that session id ended, for the retention
+// period.
+func (n *Node) recordEnded(id string, e *endedSession) {
+	if n.dir == nil {
+		return
+	}
+	rec := endedRecord{Tenant: e.tenant, JoinHash: e.joinHash[:], AtMS: e.at.UnixMilli()}
+	for s := range e.expiredSlots {
+		rec.Expired = append(rec.Expired, s)
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
+	defer cancel()
+	if err := n.dir.RecordEnded(ctx, id, b, n.engine.Retention()); err != nil {
+		n.log.Warn("broker: recording an ended session for the other nodes", "session", id, "err", err)
+	}
 }
 
 // CreateSession creates a session of tenant (POST /v1/sessions, or a hello with only an API
@@ -175,7 +231,7 @@ func (n *Node) CreateSession(tenant string, mc ModelConfig) (*Session, error) {
 	n.sessions[s.id] = s
 	n.metrics.sessions.Inc()
 	s.start()
-	n.hold(s.id)
+	n.hold(s)
 	return s, nil
 }
 

@@ -200,7 +200,7 @@ func (n *Node) takeBack(tenant, id string) *Session {
 	n.sessions[s.id] = s
 	n.metrics.sessions.Inc()
 	n.mu.Unlock()
-	n.hold(s.id)
+	n.hold(s)
 	s.mb.post(func() { s.takenBack(&st) }, false)
 	n.log.Info("broker: took back a parked session", "session", id, "slots", len(st.Slots))
 	return s

@@ -216,6 +216,19 @@ func (s *Session) end(reason frames.EndReason) {
 	if s.port != nil {
 		s.port.sessionEnded() // its open requests are answered; the facade closes its MCP session
 	}
+	expired := make(map[string]bool, len(s.expired))
+	for id := range s.expired {
+		expired[id] = true
+	}
+	// A slot whose resume window has run out by now counts as expired, even if its own timer
+	// had not fired yet (SPEC 10: its token answers resume_expired after the session ended).
+	for id, sl := range s.slots {
+		if sl.client == nil && !sl.detached.IsZero() && time.Since(sl.detached) >= s.node.cfg.ResumeWindow-50*time.Millisecond {
+			expired[id] = true
+		}
+	}
+	info := &endedSession{tenant: s.tenant, joinHash: s.joinHash, expiredSlots: expired, at: time.Now()}
+	s.node.recordEnded(s.id, info) // before session.ended: a hello on another node right after it knows
 	for _, sl := range s.slots {
 		if sl.expiry != nil {
 			sl.expiry.Stop()
@@ -228,18 +241,7 @@ func (s *Session) end(reason frames.EndReason) {
 		}
 	}
 	s.record(jobs.KindSessionEnd, map[string]any{"reason": string(reason)})
-	expired := make(map[string]bool, len(s.expired))
-	for id := range s.expired {
-		expired[id] = true
-	}
-	// A slot whose resume window has run out by now counts as expired, even if its own timer
-	// had not fired yet (SPEC 10: its token answers resume_expired after the session ended).
-	for id, sl := range s.slots {
-		if sl.client == nil && !sl.detached.IsZero() && time.Since(sl.detached) >= s.node.cfg.ResumeWindow-50*time.Millisecond {
-			expired[id] = true
-		}
-	}
-	s.node.forget(s, &endedSession{tenant: s.tenant, joinHash: s.joinHash, expiredSlots: expired, at: time.Now()})
+	s.node.forget(s, info)
 	s.mb.close()
 }
 

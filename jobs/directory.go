@@ -10,13 +10,14 @@ import (
 // a node that gets a connection for a session another node holds relays that connection's
 // frames to it and back (SPEC 15).
 type NodeDirectory interface {
-	// HoldSessions records, for ttl, that node holds the sessions ids (called again to renew).
-	HoldSessions(ctx context.Context, node string, ids []string, ttl time.Duration) error
+	// HoldSessions records, for ttl, that node holds the sessions (called again to renew).
+	HoldSessions(ctx context.Context, node string, sessions []HeldSession, ttl time.Duration) error
 	// ReleaseSession forgets that node holds the session id; it does nothing if another node
 	// holds it.
 	ReleaseSession(ctx context.Context, node, id string) error
-	// SessionHolder returns the node that holds session id, or "" when none does.
-	SessionHolder(ctx context.Context, id string) (string, error)
+	// SessionHolder returns the node that holds session id and the session's tenant, or ""
+	// when no node does.
+	SessionHolder(ctx context.Context, id string) (node, tenant string, err error)
 	// NodeAlive records, for ttl, that node is alive (called again to renew).
 	NodeAlive(ctx context.Context, node string, ttl time.Duration) error
 	// NodesAlive reports which of nodes are alive.
@@ -24,7 +25,19 @@ type NodeDirectory interface {
 	// SendToNode delivers msg to node's inbox, if it listens (at most once, in the order one
 	// caller sent them).
 	SendToNode(ctx context.Context, node string, msg []byte) error
+	// RecordEnded keeps, for ttl, what every node must know of a session that ended (rec, the
+	// broker's encoding): a later hello naming it is answered session_ended or
+	// resume_expired on any node.
+	RecordEnded(ctx context.Context, id string, rec []byte, ttl time.Duration) error
+	// Ended returns what RecordEnded kept of session id, or ErrNotFound.
+	Ended(ctx context.Context, id string) ([]byte, error)
 	// NodeInbox calls fn with every message sent to node from now on, one at a time, until ctx
 	// ends; it returns once the inbox listens (or failed).
 	NodeInbox(ctx context.Context, node string, fn func([]byte)) error
+}
+
+// HeldSession is a session a node holds: its id and its tenant.
+type HeldSession struct {
+	ID     string
+	Tenant string
 }

@@ -2,6 +2,7 @@ package wiretest
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -283,5 +284,32 @@ func TestHolderNodeDies(t *testing.T) {
 	_, w := onB.resume("host after the crash", h.Welcome.Str("resume_token"), h.LastSeq(), nil)
 	if w.Type != "error" || w.Str("code") != "not_found" {
 		t.Errorf("a resume after the holder died: %s, want not_found", w)
+	}
+}
+
+// TestEndedOnAnotherNode: node B answers for a session node A holds — its timeline, empty while
+// nothing happened, to an API key of its tenant and not_found to another tenant's — and, once it
+// ended on node A, knows it as ended: a hello with its join token gets session_ended, and its
+// timeline is readable with the join token (SPEC 3.6, 10, 16).
+func TestEndedOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, broker.Config{})
+	s := newSession(t, a, brokertest.KeyA)
+	if es := timeline(t, b, s.sid, brokertest.KeyA); len(es) != 0 {
+		t.Errorf("a new session's timeline on node B: %s, want it empty", dumpEntries(es))
+	}
+	status, _, body := HTTPDo(t, "GET", b.URL+"/v1/sessions/"+s.sid+"/timeline", brokertest.KeyB, "", "")
+	checkHTTPError(t, "node B, another tenant's key", status, body, http.StatusNotFound, "not_found")
+	h := s.host("host", decl("report", "deferred", true))
+	h.Send(map[string]any{"type": "session.end", "id": "end-1"})
+	h.Expect("session.ended")
+
+	c := Dial(t, b.WSURL, "late joiner on B")
+	w := c.Hello(map[string]any{"id": nextID("hello-"), "role": "host", "session_id": s.sid, "join_token": s.jt})
+	if w.Type != "error" || w.Str("code") != "session_ended" {
+		t.Errorf("SPEC 3.6: a hello on node B to a session ended on node A: %s, want session_ended", w)
+	}
+	if es := timeline(t, b, s.sid, s.jt); len(find(es, "session_end", "")) != 1 {
+		t.Errorf("SPEC 16: node B's timeline with the join token:\n%s", dumpEntries(es))
 	}
 }

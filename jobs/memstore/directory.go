@@ -17,10 +17,17 @@ type directory struct {
 	holders map[string]lease // session id → holder
 	alive   map[string]time.Time
 	inboxes map[string][]chan []byte
+	ended   map[string]endedRec
+}
+
+type endedRec struct {
+	rec     []byte
+	expires time.Time
 }
 
 type lease struct {
 	node    string
+	tenant  string
 	expires time.Time
 }
 
@@ -29,11 +36,12 @@ func (d *directory) init() {
 		d.holders = make(map[string]lease)
 		d.alive = make(map[string]time.Time)
 		d.inboxes = make(map[string][]chan []byte)
+		d.ended = make(map[string]endedRec)
 	}
 }
 
 // HoldSessions implements jobs.NodeDirectory.
-func (s *Store) HoldSessions(ctx context.Context, node string, ids []string, ttl time.Duration) error {
+func (s *Store) HoldSessions(ctx context.Context, node string, sessions []jobs.HeldSession, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -42,8 +50,8 @@ func (s *Store) HoldSessions(ctx context.Context, node string, ids []string, ttl
 	defer d.mu.Unlock()
 	d.init()
 	exp := time.Now().Add(ttl)
-	for _, id := range ids {
-		d.holders[id] = lease{node: node, expires: exp}
+	for _, h := range sessions {
+		d.holders[h.ID] = lease{node: node, tenant: h.Tenant, expires: exp}
 	}
 	return nil
 }
@@ -64,9 +72,9 @@ func (s *Store) ReleaseSession(ctx context.Context, node, id string) error {
 }
 
 // SessionHolder implements jobs.NodeDirectory.
-func (s *Store) SessionHolder(ctx context.Context, id string) (string, error) {
+func (s *Store) SessionHolder(ctx context.Context, id string) (string, string, error) {
 	if err := ctx.Err(); err != nil {
-		return "", err
+		return "", "", err
 	}
 	d := &s.dir
 	d.mu.Lock()
@@ -74,9 +82,9 @@ func (s *Store) SessionHolder(ctx context.Context, id string) (string, error) {
 	d.init()
 	l, ok := d.holders[id]
 	if !ok || !time.Now().Before(l.expires) {
-		return "", nil
+		return "", "", nil
 	}
-	return l.node, nil
+	return l.node, l.tenant, nil
 }
 
 // NodeAlive implements jobs.NodeDirectory.
@@ -151,4 +159,39 @@ func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte)) err
 		}
 	}()
 	return nil
+}
+
+// RecordEnded implements jobs.NodeDirectory.
+func (s *Store) RecordEnded(ctx context.Context, id string, rec []byte, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d := &s.dir
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.init()
+	now := time.Now()
+	for k, r := range d.ended {
+		if !now.Before(r.expires) {
+			delete(d.ended, k)
+		}
+	}
+	d.ended[id] = endedRec{rec: slices.Clone(rec), expires: now.Add(ttl)}
+	return nil
+}
+
+// Ended implements jobs.NodeDirectory.
+func (s *Store) Ended(ctx context.Context, id string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d := &s.dir
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.init()
+	r, ok := d.ended[id]
+	if !ok || !time.Now().Before(r.expires) {
+		return nil, jobs.ErrNotFound
+	}
+	return slices.Clone(r.rec), nil
 }

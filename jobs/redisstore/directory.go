@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,18 +19,23 @@ var _ jobs.NodeDirectory = (*Store)(nil)
 func (s *Store) holderKey(id string) string  { return s.prefix + "holder:" + id }
 func (s *Store) aliveKey(node string) string { return s.prefix + "alive:" + node }
 func (s *Store) inbox(node string) string    { return s.prefix + "node:" + node }
+func (s *Store) endedKey(id string) string   { return s.prefix + "ended:" + id }
+
+// A holder key holds "NODE\nTENANT".
 
 // releaseScript deletes a holder key only if it names the node.
-var releaseScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+var releaseScript = redis.NewScript(`local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. "\n" then return redis.call('DEL', KEYS[1]) end
+return 0`)
 
 // HoldSessions implements jobs.NodeDirectory.
-func (s *Store) HoldSessions(ctx context.Context, node string, ids []string, ttl time.Duration) error {
-	if len(ids) == 0 {
+func (s *Store) HoldSessions(ctx context.Context, node string, sessions []jobs.HeldSession, ttl time.Duration) error {
+	if len(sessions) == 0 {
 		return nil
 	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, id := range ids {
-			p.Set(ctx, s.holderKey(id), node, ttl)
+		for _, h := range sessions {
+			p.Set(ctx, s.holderKey(h.ID), node+"\n"+h.Tenant, ttl)
 		}
 		return nil
 	})
@@ -48,15 +54,16 @@ func (s *Store) ReleaseSession(ctx context.Context, node, id string) error {
 }
 
 // SessionHolder implements jobs.NodeDirectory.
-func (s *Store) SessionHolder(ctx context.Context, id string) (string, error) {
-	node, err := s.rdb.Get(ctx, s.holderKey(id)).Result()
+func (s *Store) SessionHolder(ctx context.Context, id string) (string, string, error) {
+	v, err := s.rdb.Get(ctx, s.holderKey(id)).Result()
 	if errors.Is(err, redis.Nil) {
-		return "", nil
+		return "", "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("redisstore: session holder: %w", err)
+		return "", "", fmt.Errorf("redisstore: session holder: %w", err)
 	}
-	return node, nil
+	node, tenant, _ := strings.Cut(v, "\n")
+	return node, tenant, nil
 }
 
 // NodeAlive implements jobs.NodeDirectory.
@@ -120,4 +127,24 @@ func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte)) err
 		}
 	}()
 	return nil
+}
+
+// RecordEnded implements jobs.NodeDirectory.
+func (s *Store) RecordEnded(ctx context.Context, id string, rec []byte, ttl time.Duration) error {
+	if err := s.rdb.Set(ctx, s.endedKey(id), rec, ttl).Err(); err != nil {
+		return fmt.Errorf("redisstore: record an ended session: %w", err)
+	}
+	return nil
+}
+
+// Ended implements jobs.NodeDirectory.
+func (s *Store) Ended(ctx context.Context, id string) ([]byte, error) {
+	b, err := s.rdb.Get(ctx, s.endedKey(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, jobs.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: an ended session: %w", err)
+	}
+	return b, nil
 }

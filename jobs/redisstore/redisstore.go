@@ -22,6 +22,7 @@
 //	PREFIXholder:SESSION          string: the node holding a live session, with a TTL (directory.go)
 //	PREFIXalive:NODE              string: present while the node renews it (directory.go)
 //	PREFIXnode:NODE               sharded pub/sub channel: the node's inbox (directory.go)
+//	PREFIXended:SESSION           string: what the nodes remember of an ended session, with a TTL
 //	PREFIXchanges                 sharded pub/sub channel: relayed job changes (relay.go)
 //
 // Terminal jobs, burned handles and timelines expire after the retention period.

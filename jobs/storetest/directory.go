@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -20,16 +21,18 @@ func runDirectory(t *testing.T, newStore Factory) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	tenantOf := map[string]string{"sess_1": tenantA, "sess_2": tenantB, "sess_3": tenantA}
 	holder := func(id, want string) {
 		t.Helper()
-		if got, err := d.SessionHolder(ctx, id); err != nil || got != want {
-			t.Errorf("SessionHolder(%s) = %q, %v; want %q", id, got, err, want)
+		got, tenant, err := d.SessionHolder(ctx, id)
+		if err != nil || got != want || (want != "" && tenant != tenantOf[id]) || (want == "" && tenant != "") {
+			t.Errorf("SessionHolder(%s) = %q, %q, %v; want %q, %q", id, got, tenant, err, want, tenantOf[id])
 		}
 	}
-	if err := d.HoldSessions(ctx, "node-a", []string{"sess_1", "sess_2"}, time.Minute); err != nil {
+	if err := d.HoldSessions(ctx, "node-a", []jobs.HeldSession{{ID: "sess_1", Tenant: tenantA}, {ID: "sess_2", Tenant: tenantB}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.HoldSessions(ctx, "node-b", []string{"sess_3"}, 300*time.Millisecond); err != nil {
+	if err := d.HoldSessions(ctx, "node-b", []jobs.HeldSession{{ID: "sess_3", Tenant: tenantA}}, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	holder("sess_1", "node-a")
@@ -59,6 +62,23 @@ func runDirectory(t *testing.T, newStore Factory) {
 	holder("sess_3", "") // its ttl ran out
 	if alive, _ := d.NodesAlive(ctx, []string{"node-a", "node-b"}); !alive["node-a"] || alive["node-b"] {
 		t.Errorf("NodesAlive after node-b's ttl = %v; want node-a only", alive)
+	}
+
+	if _, err := d.Ended(ctx, "sess_9"); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("Ended of a session never recorded: %v, want ErrNotFound", err)
+	}
+	if err := d.RecordEnded(ctx, "sess_9", []byte(`{"x":1}`), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RecordEnded(ctx, "sess_10", []byte(`{"x":2}`), 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := d.Ended(ctx, "sess_9"); err != nil || string(b) != `{"x":1}` {
+		t.Errorf("Ended = %s, %v", b, err)
+	}
+	time.Sleep(600 * time.Millisecond)
+	if _, err := d.Ended(ctx, "sess_10"); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("Ended after its ttl: %v, want ErrNotFound", err)
 	}
 
 	got := make(chan string, 256)
