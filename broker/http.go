@@ -244,14 +244,16 @@ func (n *Node) heldElsewhere(ctx context.Context, tenant, id string) bool {
 
 // timeline is GET /v1/sessions/{id}/timeline and its ?follow=1 stream (SPEC 16).
 //
-// A session this node does not know may live on another node that shares the store, or have
-// lived on a node that restarted: asked with an API key, the node answers from the store, where
-// timelines are kept per tenant (SPEC 15, 16). A tenant without entries for the id gets
-// not_found, exactly as for a missing session, unless another node holds a session of that
-// tenant with the id (it has no entries yet). (A join token can only be checked by a node that
-// knows its session.)
+// A session another live node holds is that node's to answer: the request is forwarded there
+// (forward.go). One no node holds — parked, or its node gone — is answered from the store for
+// an API key of its tenant, where timelines are kept per tenant (SPEC 15, 16); a tenant without
+// entries for the id gets not_found, exactly as for a missing session, unless another node
+// holds a session of that tenant with the id (it has no entries yet).
 func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if n.ForwardHTTP(w, r, id) {
+		return // another live node holds it: it answers (and checks a join token)
+	}
 	token := BearerToken(r)
 	tenant, _, e := n.AuthorizeSession(id, token)
 	remote := false

@@ -42,6 +42,7 @@ type Node struct {
 	edges    map[string]*edgeConn   // edge here, their session held elsewhere; by conn
 	relayOut sync.WaitGroup         // the writers of frames to relayed connections' nodes
 	inboxUp  atomic.Bool            // the node's inbox listens
+	url      advertisedURL          // where other nodes reach this node's HTTP server (forward.go)
 }
 
 // endedSession is what a node remembers of an ended session for the retention period: enough

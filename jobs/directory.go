@@ -18,10 +18,14 @@ type NodeDirectory interface {
 	// SessionHolder returns the node that holds session id and the session's tenant, or ""
 	// when no node does.
 	SessionHolder(ctx context.Context, id string) (node, tenant string, err error)
-	// NodeAlive records, for ttl, that node is alive (called again to renew).
-	NodeAlive(ctx context.Context, node string, ttl time.Duration) error
+	// NodeAlive records, for ttl, that node is alive and where other nodes reach its HTTP
+	// server (url, "" when they cannot); called again to renew.
+	NodeAlive(ctx context.Context, node, url string, ttl time.Duration) error
 	// NodesAlive reports which of nodes are alive.
 	NodesAlive(ctx context.Context, nodes []string) (map[string]bool, error)
+	// NodeURL returns where an alive node's HTTP server is reached, or "" (not alive, or not
+	// reachable).
+	NodeURL(ctx context.Context, node string) (string, error)
 	// SendToNode delivers msg to node's inbox, if it listens (at most once, in the order one
 	// caller sent them).
 	SendToNode(ctx context.Context, node string, msg []byte) error

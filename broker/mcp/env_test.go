@@ -76,10 +76,18 @@ func startEnv(t *testing.T, store string, cfg broker.Config) *env {
 // startEnvWith is startEnv with the /mcp handler wrapped by wrap (when not nil).
 func startEnvWith(t *testing.T, store string, cfg broker.Config, wrap func(http.Handler) http.Handler) *env {
 	t.Helper()
+	return startEnvOpts(t, brokertest.Options{Store: store, Config: cfg}, wrap)
+}
+
+// startEnvOpts is startEnvWith with the brokertest options (a Redis client and key prefix
+// shared with another env make two nodes of one store).
+func startEnvOpts(t *testing.T, opts brokertest.Options, wrap func(http.Handler) http.Handler) *env {
+	t.Helper()
+	store := opts.Store
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg.Logger = log
-	b := brokertest.Start(t, brokertest.Options{Store: store, Config: cfg})
+	opts.Config.Logger = log
+	b := brokertest.Start(t, opts)
 	wsh := ws.NewHandler(b.Node, ws.Options{Logger: log})
 	var facade http.Handler = mcp.New(b.Node, log)
 	if wrap != nil {
@@ -99,6 +107,7 @@ func startEnvWith(t *testing.T, store string, cfg broker.Config, wrap func(http.
 		_ = srv.Serve(ln)
 	}()
 	e := &env{t: t, store: store, b: b, url: "http://" + ln.Addr().String(), logs: logs}
+	b.Node.Advertise(e.url) // the server with /mcp: other nodes forward MCP requests here
 	e.mcpURL = e.url + "/mcp"
 	e.wsURL = "ws://" + ln.Addr().String() + "/v1/ws"
 	// Runs before brokertest's own cleanup (and after the cleanups of the clients and hosts

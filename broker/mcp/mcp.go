@@ -29,6 +29,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -163,6 +164,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		b := h.sessions[id]
 		h.mu.Unlock()
+		if b == nil {
+			// An MCP session another node made: its id starts with its Backchannel session's,
+			// whose node has it.
+			if sid, _, ok := strings.Cut(id, "."); ok && h.node.ForwardHTTP(w, r, sid) {
+				return
+			}
+		}
 		if b == nil || b.tenant != tenant {
 			broker.WriteHTTPError(w, http.StatusNotFound, frames.CodeNotFound, "no such MCP session")
 			return
@@ -208,6 +216,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant string) {
 	port, err := h.node.AttachAgent(tenant, r.Header.Get(SessionHeader))
 	switch {
+	case errors.Is(err, broker.ErrUnknownSession) && h.node.ForwardHTTP(w, r, r.Header.Get(SessionHeader)):
+		// Another node holds the session: it serves the MCP session too.
 	case errors.Is(err, broker.ErrUnknownSession):
 		e := broker.NoSession(r.Header.Get(SessionHeader))
 		broker.WriteHTTPError(w, http.StatusNotFound, e.Code, e.Message)
@@ -219,7 +229,9 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant stri
 		broker.WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
 		return
 	}
-	b := &binding{tenant: tenant, id: rand.Text(), port: port}
+	// The MCP session's id starts with the Backchannel session's, so that any node can tell
+	// which node serves it.
+	b := &binding{tenant: tenant, id: port.SessionID() + "." + rand.Text(), port: port}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.server = h.newServer(b)
 	// The binding is known before the client can learn its Mcp-Session-Id, so that every

@@ -277,6 +277,7 @@ func serve(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %v", c.addr, err)
 	}
+	node.Advertise(advertiseURL(ln.Addr().(*net.TCPAddr)))
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -373,4 +374,16 @@ func (c *serveConfig) webrtcOptions(log *slog.Logger) bcwebrtc.Options {
 		o.AddressRewriteRules = []pionwebrtc.ICEAddressRewriteRule{{External: []string{c.rtcPublicIP}, AsCandidateType: pionwebrtc.ICECandidateTypeHost}}
 	}
 	return o
+}
+
+// advertiseURL is where the other nodes sharing the store reach this node's HTTP server: the
+// listen address, or, when it is every interface, the host name with the port.
+func advertiseURL(a *net.TCPAddr) string {
+	host := a.IP.String()
+	if a.IP.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(a.Port))
 }

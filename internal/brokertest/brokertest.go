@@ -104,6 +104,7 @@ func Start(t testing.TB, opts Options) *Broker {
 	b.Addr = ln.Addr().String()
 	b.URL = "http://" + b.Addr
 	b.WSURL = "ws://" + b.Addr + "/v1/ws"
+	b.Node.Advertise(b.URL)
 	b.srv = &http.Server{Handler: b.Node.Handler(b.wsh, nil), ReadHeaderTimeout: 10 * time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop = cancel

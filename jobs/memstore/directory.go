@@ -15,13 +15,18 @@ var _ jobs.NodeDirectory = (*Store)(nil)
 type directory struct {
 	mu      sync.Mutex
 	holders map[string]lease // session id → holder
-	alive   map[string]time.Time
+	alive   map[string]aliveRec
 	inboxes map[string][]chan []byte
 	ended   map[string]endedRec
 }
 
 type endedRec struct {
 	rec     []byte
+	expires time.Time
+}
+
+type aliveRec struct {
+	url     string
 	expires time.Time
 }
 
@@ -34,7 +39,7 @@ type lease struct {
 func (d *directory) init() {
 	if d.holders == nil {
 		d.holders = make(map[string]lease)
-		d.alive = make(map[string]time.Time)
+		d.alive = make(map[string]aliveRec)
 		d.inboxes = make(map[string][]chan []byte)
 		d.ended = make(map[string]endedRec)
 	}
@@ -88,7 +93,7 @@ func (s *Store) SessionHolder(ctx context.Context, id string) (string, string, e
 }
 
 // NodeAlive implements jobs.NodeDirectory.
-func (s *Store) NodeAlive(ctx context.Context, node string, ttl time.Duration) error {
+func (s *Store) NodeAlive(ctx context.Context, node, url string, ttl time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -96,7 +101,7 @@ func (s *Store) NodeAlive(ctx context.Context, node string, ttl time.Duration) e
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.init()
-	d.alive[node] = time.Now().Add(ttl)
+	d.alive[node] = aliveRec{url: url, expires: time.Now().Add(ttl)}
 	return nil
 }
 
@@ -112,9 +117,25 @@ func (s *Store) NodesAlive(ctx context.Context, nodes []string) (map[string]bool
 	out := make(map[string]bool, len(nodes))
 	now := time.Now()
 	for _, n := range nodes {
-		out[n] = now.Before(d.alive[n])
+		out[n] = now.Before(d.alive[n].expires)
 	}
 	return out, nil
+}
+
+// NodeURL implements jobs.NodeDirectory.
+func (s *Store) NodeURL(ctx context.Context, node string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	d := &s.dir
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.init()
+	a := d.alive[node]
+	if !time.Now().Before(a.expires) {
+		return "", nil
+	}
+	return a.url, nil
 }
 
 // SendToNode implements jobs.NodeDirectory. An inbox 4096 messages behind misses the message.

@@ -67,8 +67,8 @@ func (s *Store) SessionHolder(ctx context.Context, id string) (string, string, e
 }
 
 // NodeAlive implements jobs.NodeDirectory.
-func (s *Store) NodeAlive(ctx context.Context, node string, ttl time.Duration) error {
-	if err := s.rdb.Set(ctx, s.aliveKey(node), "1", ttl).Err(); err != nil {
+func (s *Store) NodeAlive(ctx context.Context, node, url string, ttl time.Duration) error {
+	if err := s.rdb.Set(ctx, s.aliveKey(node), "u"+url, ttl).Err(); err != nil {
 		return fmt.Errorf("redisstore: node alive: %w", err)
 	}
 	return nil
@@ -91,6 +91,18 @@ func (s *Store) NodesAlive(ctx context.Context, nodes []string) (map[string]bool
 		out[n] = cmds[i].Val() == 1
 	}
 	return out, nil
+}
+
+// NodeURL implements jobs.NodeDirectory.
+func (s *Store) NodeURL(ctx context.Context, node string) (string, error) {
+	v, err := s.rdb.Get(ctx, s.aliveKey(node)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("redisstore: node url: %w", err)
+	}
+	return strings.TrimPrefix(v, "u"), nil
 }
 
 // SendToNode implements jobs.NodeDirectory: SPUBLISH on the node's channel. Sharded pub/sub

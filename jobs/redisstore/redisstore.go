@@ -20,7 +20,7 @@
 //	PREFIX{t:T}:parked            sorted set: parked session ids by the end of their resume window
 //	PREFIXparked:SESSION          string: the tenant of a parked session (a resume token names none)
 //	PREFIXholder:SESSION          string: the node holding a live session, with a TTL (directory.go)
-//	PREFIXalive:NODE              string: present while the node renews it (directory.go)
+//	PREFIXalive:NODE              string: "u" and the node's HTTP URL, while the node renews it (directory.go)
 //	PREFIXnode:NODE               sharded pub/sub channel: the node's inbox (directory.go)
 //	PREFIXended:SESSION           string: what the nodes remember of an ended session, with a TTL
 //	PREFIXchanges                 sharded pub/sub channel: relayed job changes (relay.go)

@@ -48,11 +48,14 @@ func runDirectory(t *testing.T, newStore Factory) {
 	holder("sess_1", "")
 	holder("sess_2", "node-a")
 
-	if err := d.NodeAlive(ctx, "node-a", time.Minute); err != nil {
+	if err := d.NodeAlive(ctx, "node-a", "http://10.0.0.1:8080", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.NodeAlive(ctx, "node-b", 300*time.Millisecond); err != nil {
+	if err := d.NodeAlive(ctx, "node-b", "", 300*time.Millisecond); err != nil {
 		t.Fatal(err)
+	}
+	if u, err := d.NodeURL(ctx, "node-a"); err != nil || u != "http://10.0.0.1:8080" {
+		t.Errorf("NodeURL(node-a) = %q, %v", u, err)
 	}
 	alive, err := d.NodesAlive(ctx, []string{"node-a", "node-b", "node-c"})
 	if err != nil || !alive["node-a"] || !alive["node-b"] || alive["node-c"] {
@@ -62,6 +65,9 @@ func runDirectory(t *testing.T, newStore Factory) {
 	holder("sess_3", "") // its ttl ran out
 	if alive, _ := d.NodesAlive(ctx, []string{"node-a", "node-b"}); !alive["node-a"] || alive["node-b"] {
 		t.Errorf("NodesAlive after node-b's ttl = %v; want node-a only", alive)
+	}
+	if u, err := d.NodeURL(ctx, "node-b"); err != nil || u != "" {
+		t.Errorf("NodeURL of a node whose ttl ran out = %q, %v; want \"\"", u, err)
 	}
 
 	if _, err := d.Ended(ctx, "sess_9"); !errors.Is(err, jobs.ErrNotFound) {

@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"context"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
+)
+
+// Forwarding HTTP. A request about a session another live node holds — an MCP session's
+// requests, above all (its state is the go-sdk server's, in the holder's process) — is passed
+// on to the holder's HTTP server, which each node advertises in the shared store (Advertise).
+// A forwarded request carries ForwardedHeader and is never forwarded again.
+
+// ForwardedHeader marks a request one node forwarded to another.
+const ForwardedHeader = "Backchannel-Forwarded"
+
+// advertisedURL is where other nodes reach this node's HTTP server ("" until Advertise).
+type advertisedURL struct{ v atomic.Pointer[string] }
+
+// Advertise tells the nodes sharing the store where this node's HTTP server is reached
+// (http://HOST:PORT), so that they can forward requests about its sessions. Call it before Run.
+func (n *Node) Advertise(baseURL string) { n.url.v.Store(&baseURL) }
+
+func (n *Node) advertised() string {
+	if p := n.url.v.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// ForwardHTTP passes r on to the node that holds sessionID, if that is another live node this
+// node can reach, and reports whether it did (the response is then written).
+func (n *Node) ForwardHTTP(w http.ResponseWriter, r *http.Request, sessionID string) bool {
+	if n.dir == nil || sessionID == "" || r.Header.Get(ForwardedHeader) != "" || n.session(sessionID) != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), relayTimeout)
+	defer cancel()
+	holder, _, err := n.dir.SessionHolder(ctx, sessionID)
+	if err != nil || holder == "" || holder == n.addr {
+		return false
+	}
+	base, err := n.dir.NodeURL(ctx, holder)
+	if err != nil || base == "" {
+		return false
+	}
+	target, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Set(ForwardedHeader, n.addr)
+		},
+		FlushInterval: -1, // event streams go through as they are written
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			n.log.Warn("broker: forwarding a request to the session's node", "session", sessionID, "node", holder, "err", err)
+			WriteHTTPError(w, http.StatusBadGateway, "internal", "the node that holds the session cannot be reached; try again")
+		},
+	}
+	proxy.ServeHTTP(w, r)
+	return true
+}
