@@ -80,6 +80,7 @@ type remoteConn struct {
 	closing atomic.Bool
 	mu      sync.Mutex
 	pending []relayMsg // to the edge, sent in order by one writer at a time
+	queued  int        // bytes in pending
 	writing bool
 }
 
@@ -179,10 +180,26 @@ func (rc *remoteConn) enqueue(m relayMsg) {
 	}
 	m.Conn = rc.conn
 	rc.mu.Lock()
-	rc.pending = append(rc.pending, m)
+	if rc.queued+len(m.Data) > rc.n.cfg.Limits.SendQueueBytes && m.Op != opClose && m.Op != opAbort {
+		// The store does not keep up: the connection is dropped like a slow consumer's (its
+		// client resumes), and what was queued is not sent.
+		rc.pending = []relayMsg{{Op: opClose, Conn: rc.conn, Code: StatusTryAgainLater, Reason: "slow consumer"}}
+		rc.queued = 0
+		rc.closing.Store(true)
+		m = relayMsg{}
+	} else {
+		rc.pending = append(rc.pending, m)
+		rc.queued += len(m.Data)
+	}
 	start := !rc.writing
 	rc.writing = true
 	rc.mu.Unlock()
+	if m.Op == "" {
+		select {
+		case rc.in <- relayMsg{Op: opDrop}:
+		default:
+		}
+	}
 	if start {
 		rc.n.relayOut.Add(1)
 		go rc.write()
@@ -196,6 +213,7 @@ func (rc *remoteConn) write() {
 		rc.mu.Lock()
 		batch := rc.pending
 		rc.pending = nil
+		rc.queued = 0
 		if len(batch) == 0 {
 			rc.writing = false
 			rc.mu.Unlock()
