@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"sync/atomic"
+	"sync"
 )
 
 // Forwarding HTTP. A request about a session another live node holds — an MCP session's
@@ -16,18 +16,34 @@ import (
 // ForwardedHeader marks a request one node forwarded to another.
 const ForwardedHeader = "Backchannel-Forwarded"
 
-// advertisedURL is where other nodes reach this node's HTTP server ("" until Advertise).
-type advertisedURL struct{ v atomic.Pointer[string] }
+// advertisedURL is where other nodes reach this node's HTTP server ("" until Advertise). Its
+// mutex also orders the writes of the node's liveness, so the last one names the latest URL.
+type advertisedURL struct {
+	mu  sync.Mutex
+	url string
+}
 
 // Advertise tells the nodes sharing the store where this node's HTTP server is reached
-// (http://HOST:PORT), so that they can forward requests about its sessions. Call it before Run.
-func (n *Node) Advertise(baseURL string) { n.url.v.Store(&baseURL) }
-
-func (n *Node) advertised() string {
-	if p := n.url.v.Load(); p != nil {
-		return *p
+// (http://HOST:PORT), so that they can forward requests about its sessions: at once, and with
+// every renewal of the node's liveness.
+func (n *Node) Advertise(baseURL string) {
+	n.url.mu.Lock()
+	n.url.url = baseURL
+	n.url.mu.Unlock()
+	if n.dir != nil {
+		ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
+		defer cancel()
+		n.alive(ctx)
 	}
-	return ""
+}
+
+// alive records the node alive, with its URL, for HoldTTL.
+func (n *Node) alive(ctx context.Context) {
+	n.url.mu.Lock()
+	defer n.url.mu.Unlock()
+	if err := n.dir.NodeAlive(ctx, n.addr, n.url.url, n.cfg.HoldTTL); err != nil {
+		n.log.Warn("broker: recording the node alive", "err", err)
+	}
 }
 
 // ForwardHTTP passes r on to the node that holds sessionID, if that is another live node this

@@ -59,9 +59,7 @@ func (n *Node) holdEvery(ctx context.Context) {
 
 // renew records the node alive and renews its hold on every session it serves.
 func (n *Node) renew(ctx context.Context) {
-	if err := n.dir.NodeAlive(ctx, n.addr, n.advertised(), n.cfg.HoldTTL); err != nil {
-		n.log.Warn("broker: recording the node alive", "err", err)
-	}
+	n.alive(ctx)
 	n.mu.Lock()
 	ids := make([]jobs.HeldSession, 0, len(n.sessions))
 	for id, s := range n.sessions {

@@ -217,7 +217,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant stri
 	port, err := h.node.AttachAgent(tenant, r.Header.Get(SessionHeader))
 	switch {
 	case errors.Is(err, broker.ErrUnknownSession) && h.node.ForwardHTTP(w, r, r.Header.Get(SessionHeader)):
-		// Another node holds the session: it serves the MCP session too.
+		return // another node holds the session: it serves the MCP session too
 	case errors.Is(err, broker.ErrUnknownSession):
 		e := broker.NoSession(r.Header.Get(SessionHeader))
 		broker.WriteHTTPError(w, http.StatusNotFound, e.Code, e.Message)
