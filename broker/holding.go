@@ -41,18 +41,24 @@ func (n *Node) release(id string) {
 // holdEvery renews the node's sessions and liveness every third of HoldTTL, and drops the
 // relayed connections whose other node died, until ctx ends.
 func (n *Node) holdEvery(ctx context.Context) {
-	every := n.cfg.HoldTTL / 3
 	n.renew(ctx)
-	t := time.NewTicker(every)
+	every(ctx, n.cfg.HoldTTL/3, func() {
+		n.renew(ctx)
+		n.dropDeadEdges(ctx)
+		n.closeDeadHolders(ctx)
+	})
+}
+
+// every runs fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n.renew(ctx)
-			n.dropDeadEdges(ctx)
-			n.closeDeadHolders(ctx)
+			fn()
 		}
 	}
 }
@@ -77,17 +83,5 @@ func (n *Node) renew(ctx context.Context) {
 
 // listen opens the node's inbox, trying again every second while the store cannot be reached.
 func (n *Node) listen(ctx context.Context) {
-	for {
-		err := n.dir.NodeInbox(ctx, n.addr, n.inbox)
-		if err == nil {
-			n.inboxUp.Store(true)
-			return
-		}
-		n.log.Warn("broker: opening the node's inbox", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
+	n.untilDone(ctx, "opening the node's inbox", func() error { return n.dir.NodeInbox(ctx, n.addr, n.inbox) }, &n.inboxUp)
 }

@@ -103,7 +103,7 @@ func (n *Node) Run(ctx context.Context) error {
 		go n.holdEvery(ctx)
 	}
 	if _, ok := n.store.(jobs.SessionParking); ok {
-		go n.sweepParkedEvery(ctx, parkedSweep)
+		go every(ctx, parkedSweep, n.sweepParked)
 	}
 	err := n.engine.Run(ctx)
 	if errors.Is(err, context.Canceled) {
@@ -113,22 +113,16 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 func (n *Node) sweepEnded(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			n.mu.Lock()
-			for id, e := range n.ended {
-				if now.Sub(e.at) > n.engine.Retention() {
-					delete(n.ended, id)
-				}
+	every(ctx, time.Minute, func() {
+		now := time.Now()
+		n.mu.Lock()
+		for id, e := range n.ended {
+			if now.Sub(e.at) > n.engine.Retention() {
+				delete(n.ended, id)
 			}
-			n.mu.Unlock()
 		}
-	}
+		n.mu.Unlock()
+	})
 }
 
 // tenantOf authenticates an API key (constant time per key).
@@ -281,13 +275,20 @@ func (n *Node) deliver(c jobs.Change) bool {
 // subscribeChanges subscribes to the changes other nodes relay, trying again every second
 // while the store cannot be reached (go-redis keeps a subscription in place by itself).
 func (n *Node) subscribeChanges(ctx context.Context, r jobs.ChangeRelay) {
+	n.untilDone(ctx, "subscribing to the job changes of other nodes", func() error {
+		return r.SubscribeChanges(ctx, n.relayed)
+	}, &n.relaying)
+}
+
+// untilDone runs fn every second until it succeeds (then sets done) or ctx ends.
+func (n *Node) untilDone(ctx context.Context, what string, fn func() error, done *atomic.Bool) {
 	for {
-		err := r.SubscribeChanges(ctx, n.relayed)
+		err := fn()
 		if err == nil {
-			n.relaying.Store(true)
+			done.Store(true)
 			return
 		}
-		n.log.Warn("broker: subscribing to the job changes of other nodes", "err", err)
+		n.log.Warn("broker: "+what, "err", err)
 		select {
 		case <-ctx.Done():
 			return

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -369,20 +368,6 @@ func (v *voice) adoptJobs() {
 
 // parkedSweep is how often a node looks for parked sessions whose resume window ran out.
 const parkedSweep = time.Second
-
-// sweepParkedEvery runs sweepParked every d until ctx ends.
-func (n *Node) sweepParkedEvery(ctx context.Context, d time.Duration) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n.sweepParked()
-		}
-	}
-}
 
 // sweepParked ends the parked sessions of the node's tenants whose resume window ran out with
 // nobody back (SPEC 10: resume_expired, their jobs cancelled with reason discard), whichever

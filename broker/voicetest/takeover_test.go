@@ -10,6 +10,17 @@ import (
 	"github.com/backchannel-io/backchannel/internal/redistest"
 )
 
+// twoNodes starts two broker nodes with the scripted model on one private Redis.
+func twoNodes(t *testing.T) (a, b *brokertest.Broker) {
+	t.Helper()
+	client := redistest.New(t)
+	prefix := redistest.Prefix(t)
+	cfg := broker.Config{ResumeWindow: 20 * time.Second, Models: map[string]model.Factory{"scripted": scriptedModel}}
+	a = brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	b = brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	return a, b
+}
+
 // TestVoiceSessionMovesToAnotherNode covers SPEC 15 and 18 for a voice session: node A shuts
 // down (Redis store: close 1012) while a deferred job runs; the host and the caller resume on
 // node B, which starts a model of its own. The job's result, sent on B, is voiced there as the
@@ -17,11 +28,7 @@ import (
 // it gets no function output and the caller hears the completion turn.
 func TestVoiceSessionMovesToAnotherNode(t *testing.T) {
 	t.Parallel()
-	client := redistest.New(t)
-	prefix := redistest.Prefix(t)
-	cfg := broker.Config{ResumeWindow: 20 * time.Second, Models: map[string]model.Factory{"scripted": scriptedModel}}
-	a := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
-	b := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	a, b := twoNodes(t)
 
 	vs := newVoiceSession(t, a, true)
 	j := vs.startJob("upload")
@@ -60,11 +67,7 @@ func TestVoiceSessionMovesToAnotherNode(t *testing.T) {
 // frame as the scripted model speaks them.
 func TestVoiceCallerOnAnotherNode(t *testing.T) {
 	t.Parallel()
-	client := redistest.New(t)
-	prefix := redistest.Prefix(t)
-	cfg := broker.Config{ResumeWindow: 20 * time.Second, Models: map[string]model.Factory{"scripted": scriptedModel}}
-	a := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
-	b := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	a, b := twoNodes(t)
 	a.WaitRelaying(t)
 	b.WaitRelaying(t)
 	vs := newVoiceSession(t, a, true)

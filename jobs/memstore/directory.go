@@ -36,6 +36,17 @@ type lease struct {
 	expires time.Time
 }
 
+// lockDir returns the directory, locked (the caller unlocks it), unless ctx ended.
+func (s *Store) lockDir(ctx context.Context) (*directory, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d := &s.dir
+	d.mu.Lock()
+	d.init()
+	return d, nil
+}
+
 func (d *directory) init() {
 	if d.holders == nil {
 		d.holders = make(map[string]lease)
@@ -47,13 +58,11 @@ func (d *directory) init() {
 
 // HoldSessions implements jobs.NodeDirectory.
 func (s *Store) HoldSessions(ctx context.Context, node string, sessions []jobs.HeldSession, ttl time.Duration) error {
-	if err := ctx.Err(); err != nil {
+	d, err := s.lockDir(ctx)
+	if err != nil {
 		return err
 	}
-	d := &s.dir
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.init()
 	exp := time.Now().Add(ttl)
 	for _, h := range sessions {
 		d.holders[h.ID] = lease{node: node, tenant: h.Tenant, expires: exp}
@@ -63,13 +72,11 @@ func (s *Store) HoldSessions(ctx context.Context, node string, sessions []jobs.H
 
 // ReleaseSession implements jobs.NodeDirectory.
 func (s *Store) ReleaseSession(ctx context.Context, node, id string) error {
-	if err := ctx.Err(); err != nil {
+	d, err := s.lockDir(ctx)
+	if err != nil {
 		return err
 	}
-	d := &s.dir
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.init()
 	if d.holders[id].node == node {
 		delete(d.holders, id)
 	}
@@ -78,13 +85,11 @@ func (s *Store) ReleaseSession(ctx context.Context, node, id string) error {
 
 // SessionHolder implements jobs.NodeDirectory.
 func (s *Store) SessionHolder(ctx context.Context, id string) (string, string, error) {
-	if err := ctx.Err(); err != nil {
+	d, err := s.lockDir(ctx)
+	if err != nil {
 		return "", "", err
 	}
-	d := &s.dir
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.init()
 	l, ok := d.holders[id]
 	if !ok || !time.Now().Before(l.expires) {
 		return "", "", nil
@@ -94,26 +99,22 @@ func (s *Store) SessionHolder(ctx context.Context, id string) (string, string, e
 
 // NodeAlive implements jobs.NodeDirectory.
 func (s *Store) NodeAlive(ctx context.Context, node, url string, ttl time.Duration) error {
-	if err := ctx.Err(); err != nil {
+	d, err := s.lockDir(ctx)
+	if err != nil {
 		return err
 	}
-	d := &s.dir
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.init()
 	d.alive[node] = aliveRec{url: url, expires: time.Now().Add(ttl)}
 	return nil
 }
 
 // NodesAlive implements jobs.NodeDirectory.
 func (s *Store) NodesAlive(ctx context.Context, nodes []string) (map[string]bool, error) {
-	if err := ctx.Err(); err != nil {
+	d, err := s.lockDir(ctx)
+	if err != nil {
 		return nil, err
 	}
-	d := &s.dir
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.init()
 	out := make(map[string]bool, len(nodes))
 	now := time.Now()
 	for _, n := range nodes {
@@ -124,13 +125,11 @@ func (s *Store) NodesAlive(ctx context.Context, nodes []string) (map[string]bool
 
 // NodeURL implements jobs.NodeDirectory.
 func (s *Store) NodeURL(ctx context.Context, node string) (string, error) {
-	if err := ctx.Err(); err != nil {
+	d, err := s.lockDir(ctx)
+	if err != nil {
 		return "", err
 	}
-	d := &s.dir
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.init()
 	a := d.alive[node]
 	if !time.Now().Before(a.expires) {
 		return "", nil
@@ -140,13 +139,11 @@ func (s *Store) NodeURL(ctx context.Context, node string) (string, error) {
 
 // SendToNode implements jobs.NodeDirectory. An inbox 4096 messages behind misses the message.
 func (s *Store) SendToNode(ctx context.Context, node string, msg []byte) error {
-	if err := ctx.Err(); err != nil {
+	d, err := s.lockDir(ctx)
+	if err != nil {
 		return err
 	}
-	d := &s.dir
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.init()
 	for _, ch := range d.inboxes[node] {
 		select {
 		case ch <- slices.Clone(msg):
@@ -184,13 +181,11 @@ func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte)) err
 
 // RecordEnded implements jobs.NodeDirectory.
 func (s *Store) RecordEnded(ctx context.Context, id string, rec []byte, ttl time.Duration) error {
-	if err := ctx.Err(); err != nil {
+	d, err := s.lockDir(ctx)
+	if err != nil {
 		return err
 	}
-	d := &s.dir
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.init()
 	now := time.Now()
 	for k, r := range d.ended {
 		if !now.Before(r.expires) {
@@ -203,13 +198,11 @@ func (s *Store) RecordEnded(ctx context.Context, id string, rec []byte, ttl time
 
 // Ended implements jobs.NodeDirectory.
 func (s *Store) Ended(ctx context.Context, id string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
+	d, err := s.lockDir(ctx)
+	if err != nil {
 		return nil, err
 	}
-	d := &s.dir
-	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.init()
 	r, ok := d.ended[id]
 	if !ok || !time.Now().Before(r.expires) {
 		return nil, jobs.ErrNotFound

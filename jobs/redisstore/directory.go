@@ -118,10 +118,19 @@ func (s *Store) SendToNode(ctx context.Context, node string, msg []byte) error {
 // NodeInbox implements jobs.NodeDirectory (SSUBSCRIBE to the node's channel; go-redis
 // re-subscribes by itself after a dropped connection, and what was sent meanwhile is missed).
 func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte)) error {
-	sub := s.rdb.SSubscribe(ctx, s.inbox(node))
-	if _, err := sub.Receive(ctx); err != nil {
-		_ = sub.Close()
+	if err := s.subscribe(ctx, s.inbox(node), func(p string) { fn([]byte(p)) }); err != nil {
 		return fmt.Errorf("redisstore: node inbox: %w", err)
+	}
+	return nil
+}
+
+// subscribe SSUBSCRIBEs to channel and calls fn with each message's payload, one at a time,
+// until ctx ends; it returns once the subscription is confirmed.
+func (s *Store) subscribe(ctx context.Context, channel string, fn func(payload string)) error {
+	sub := s.rdb.SSubscribe(ctx, channel)
+	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
+		_ = sub.Close()
+		return err
 	}
 	go func() {
 		defer sub.Close()
@@ -134,7 +143,7 @@ func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte)) err
 				if !ok {
 					return
 				}
-				fn([]byte(m.Payload))
+				fn(m.Payload)
 			}
 		}
 	}()

@@ -31,28 +31,14 @@ func (s *Store) PublishChange(ctx context.Context, c jobs.Change) error {
 // SubscribeChanges implements jobs.ChangeRelay. go-redis re-subscribes by itself after a
 // dropped connection; changes published meanwhile are missed.
 func (s *Store) SubscribeChanges(ctx context.Context, fn func(jobs.Change)) error {
-	sub := s.rdb.SSubscribe(ctx, s.changesChannel())
-	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
-		_ = sub.Close()
+	err := s.subscribe(ctx, s.changesChannel(), func(p string) {
+		var c jobs.Change
+		if json.Unmarshal([]byte(p), &c) == nil && c.Job != nil {
+			fn(c)
+		}
+	})
+	if err != nil {
 		return fmt.Errorf("redisstore: subscribe to changes: %w", err)
 	}
-	go func() {
-		defer sub.Close()
-		ch := sub.Channel()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m, ok := <-ch:
-				if !ok {
-					return
-				}
-				var c jobs.Change
-				if json.Unmarshal([]byte(m.Payload), &c) == nil && c.Job != nil {
-					fn(c)
-				}
-			}
-		}
-	}()
 	return nil
 }
