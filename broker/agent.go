@@ -21,8 +21,13 @@ type textAgent struct {
 
 func newTextAgent(s *Session, sl *Slot) *textAgent {
 	t := &textAgent{s: s, slot: sl}
-	t.a = textagent.New(t, textagent.Options{BackgroundAfter: s.node.cfg.BackgroundAfter})
+	t.a = textagent.New(t, t.options())
 	return t
+}
+
+// options are the text-agent protocol's options of a WebSocket agent.
+func (t *textAgent) options() textagent.Options {
+	return textagent.Options{BackgroundAfter: t.s.node.cfg.BackgroundAfter}
 }
 
 func (t *textAgent) handle(f frames.Frame) { t.a.Handle(f) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backchannel-io/backchannel/broker/model"
+	"github.com/backchannel-io/backchannel/broker/textagent"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/narration"
@@ -34,6 +35,8 @@ type parkedState struct {
 	CallSeq     map[string]parkedCallOut `json:"call_seq,omitempty"`
 	Completions []parkedCompletion       `json:"completions,omitempty"`
 	TextAgent   bool                     `json:"text_agent,omitempty"`
+	// Text is the text agent's state (conversations, result queues, waits).
+	Text *textagent.State `json:"text,omitempty"`
 	// Open are the session's open jobs and their states when it was parked: one that ended
 	// while nobody held the session is caught up with when it is taken back.
 	Open map[string]jobs.State `json:"open,omitempty"`
@@ -83,6 +86,10 @@ func (s *Session) park(store jobs.SessionParking) {
 	now := time.Now()
 	st := parkedState{JoinHash: s.joinHash[:], CreatedMS: s.created.UnixMilli(), Model: s.modelCfg, Orders: s.orders,
 		CallSeq: make(map[string]parkedCallOut, len(s.callSeq)), TextAgent: s.text != nil}
+	if s.text != nil && s.text.port == nil {
+		ts := s.text.a.Export()
+		st.Text = &ts
+	}
 	for id, co := range s.callSeq {
 		st.CallSeq[id] = parkedCallOut{Slot: co.slot, Seq: co.seq}
 	}
@@ -241,6 +248,9 @@ func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
 		case frames.RoleAgent:
 			s.agent = sl
 			s.text = newTextAgent(s, sl)
+			if st.Text != nil {
+				s.text.a = textagent.Restore(s.text, s.text.options(), *st.Text)
+			}
 		}
 	}
 	s.parked = st.Completions
@@ -271,9 +281,8 @@ func (s *Session) takenBack(st *parkedState) {
 	}
 	s.armIdleAfter(max(window-time.Since(last), 0))
 	detail := map[string]any{"text": "session taken back by this node", "slots": len(st.Slots)}
-	if st.TextAgent {
-		// The text agent's conversations, waits and undelivered results were this node's
-		// memory only (docs/broker.md).
+	if st.TextAgent && st.Text == nil {
+		// An MCP client's conversation is its MCP session's, which ended with the node.
 		detail["text_agent"] = "restarted"
 	}
 	s.record(jobs.KindNotice, detail)

@@ -16,8 +16,9 @@ type waitRequest struct {
 
 // timedWait is a blocked `wait {timeout_minutes}`.
 type timedWait struct {
-	k    *call
-	stop func()
+	k     *call
+	until time.Time // its deadline
+	stop  func()
 }
 
 // waitCall runs the built-in `wait` in its three forms (SPEC 13). It never goes to the
@@ -94,8 +95,14 @@ func (a *Agent) waitTimed(k *call, minutes int) {
 	if c.timed != nil {
 		a.timedOver(c.timed.k, false) // a newer timed wait replaces the older one
 	}
-	tw := &timedWait{k: k}
-	tw.stop = a.env.After(time.Duration(minutes)*time.Minute, func() {
+	a.armTimed(k, time.Duration(minutes)*time.Minute)
+}
+
+// armTimed installs k as its conversation's timed wait, returning timed_out after d.
+func (a *Agent) armTimed(k *call, d time.Duration) {
+	c := k.conv
+	tw := &timedWait{k: k, until: a.env.Now().Add(d)}
+	tw.stop = a.env.After(max(d, 0), func() {
 		if c.timed == tw {
 			a.timedOver(k, true)
 		}

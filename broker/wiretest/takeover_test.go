@@ -3,6 +3,7 @@ package wiretest
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -311,5 +312,52 @@ func TestEndedOnAnotherNode(t *testing.T) {
 	}
 	if es := timeline(t, b, s.sid, s.jt); len(find(es, "session_end", "")) != 1 {
 		t.Errorf("SPEC 16: node B's timeline with the join token:\n%s", dumpEntries(es))
+	}
+}
+
+// TestTextAgentMovesToAnotherNode covers SPEC 13 and 15 across a move: a text agent on node A
+// has a background call whose result is queued (not consumed), and a second background call
+// still running with an exact wait blocked on it. Node A shuts down; the agent and the host resume on node B. The queued result is still there
+// for `wait`, and the running call's result, sent on B, answers the exact wait that was blocked
+// on A — the conversation and its result queue moved with the session.
+func TestTextAgentMovesToAnotherNode(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second})
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("report", "deferred", true, "timeout", "30s"))
+	done := s.deferJob(h, "a1", "report", nextID("h-done-"), "first") // a1 goes to the background
+	result(h, done, "", `"first result"`)
+	s.agent.Expect(func(f Frame) bool { // its completion prompt: the result is queued
+		return f.Type == "agent.prompt" && strings.Contains(f.Str("text"), "`a1` completed")
+	})
+	running := s.deferJob(h, "a2", "report", nextID("h-run-"), "second")
+	s.agentCall("w1", "wait", map[string]any{"tool_call_id": "a2"}) // blocks
+	s.agent.Absent(200*time.Millisecond, TypeWith("agent.tool_result", "call_id", "w1"))
+
+	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
+	hostToken, hostSeen := h.Welcome.Str("resume_token"), h.LastSeq()
+	a.Close(false)
+	s.agent.ExpectClosed(broker.StatusServiceRestart)
+
+	onB := *s
+	onB.b = b
+	ag := Dial(t, b.WSURL, "agent on B")
+	if w := ag.Hello(map[string]any{"id": nextID("resume-"), "role": "agent", "session_id": s.sid,
+		"resume_token": agentToken, "last_seq": agentSeen}); w.Type != "welcome" {
+		t.Fatalf("the agent's resume on node B: %s", w)
+	}
+	onB.agent = ag
+	h2, w := onB.resume("host on B", hostToken, hostSeen, nil)
+	if w.Type != "welcome" {
+		t.Fatalf("the host's resume on node B: %s", w)
+	}
+	h2.Expect("tool_deferred_resume")
+
+	result(h2, running, "", `"second result"`)
+	if r := onB.agentResult("w1"); r.Str("kind") != "result" || !strings.Contains(r.Str("content"), "second result") {
+		t.Errorf("SPEC 13: the wait blocked on node A, answered on node B: %s", r)
+	}
+	if r := onB.waitResult("a1"); !strings.Contains(r.Str("content"), "first result") {
+		t.Errorf("SPEC 13: the result queued on node A, waited for on node B: %s", r)
 	}
 }
