@@ -198,7 +198,11 @@ func (n *Node) AuthorizeSession(id, token string) (tenant string, live bool, err
 	keyTenant, isKey := n.tenantOf(token)
 	var sTenant string
 	var joinHash [32]byte
-	if s := n.session(id); s != nil {
+	s := n.session(id)
+	if s == nil {
+		s = n.takeBack("", id) // parked by a node that stopped: this node serves it now
+	}
+	if s != nil {
 		sTenant, joinHash, live = s.tenant, s.joinHash, true
 	} else if e := n.endedInfo(id); e != nil {
 		sTenant, joinHash = e.tenant, e.joinHash

@@ -109,6 +109,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		broker.WriteHTTPError(w, http.StatusNotFound, frames.CodeNotFound, "no such resource: "+r.URL.Path)
 		return
 	}
+	if h.node != nil && h.node.ForwardHTTP(w, r, id) {
+		return // another node holds the session: its peer connections live there (SPEC 15)
+	}
 	switch {
 	case resource == "" && r.Method == http.MethodPost:
 		h.offer(w, r, id)

@@ -39,7 +39,14 @@ type env struct {
 // start starts a broker and the WebRTC handler with opts; both stop when the test ends.
 func start(t *testing.T, opts Options, cfg broker.Config) *env {
 	t.Helper()
-	b := brokertest.Start(t, brokertest.Options{Config: cfg})
+	return startOn(t, brokertest.Options{Config: cfg}, opts)
+}
+
+// startOn is start with the brokertest options (a Redis client and prefix shared with another
+// env make two nodes of one store).
+func startOn(t *testing.T, bopts brokertest.Options, opts Options) *env {
+	t.Helper()
+	b := brokertest.Start(t, bopts)
 	h, err := NewHandler(b.Node, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +67,9 @@ func start(t *testing.T, opts Options, cfg broker.Config) *env {
 		}
 		_ = srv.Shutdown(ctx)
 	})
-	return &env{b: b, h: h, url: "http://" + ln.Addr().String()}
+	e := &env{b: b, h: h, url: "http://" + ln.Addr().String()}
+	b.Node.Advertise(e.url) // the server with the WebRTC routes: other nodes forward here
+	return e
 }
 
 // checkHTTPError checks an error answer: its status and the body {code, message}.

@@ -3,6 +3,7 @@ package wiretest
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,7 +121,10 @@ func TestParkedSessionExpires(t *testing.T) {
 
 	onB := *s
 	onB.b = b
-	es := onB.waitTimeline("session_end on node B", has("session_end", ""))
+	// Waited for in the store: a timeline request would take the session back (see
+	// storeTimeline), and the sweep, not a node holding it, must end it.
+	storeTimeline(t, b, s.sid, "session_end", "")
+	es := timeline(t, b, s.sid, brokertest.KeyA)
 	end := find(es, "session_end", "")[0]
 	if end.Detail["reason"] != "resume_expired" {
 		t.Errorf("SPEC 10: session_end %s, want reason resume_expired", end)
@@ -182,7 +186,7 @@ func TestJobEndsWhileParked(t *testing.T) {
 
 	onB := *s
 	onB.b = b
-	onB.waitTimeline("the deadline while parked", has("tool_deadline_timeout", callID))
+	storeTimeline(t, b, s.sid, "tool_deadline_timeout", callID)
 	h2, w := onB.resume("host on B", token, seen, nil)
 	if w.Type != "welcome" {
 		t.Fatalf("resume on node B: %s", w)
@@ -359,5 +363,27 @@ func TestTextAgentMovesToAnotherNode(t *testing.T) {
 	}
 	if r := onB.waitResult("a1"); !strings.Contains(r.Str("content"), "first result") {
 		t.Errorf("SPEC 13: the result queued on node A, waited for on node B: %s", r)
+	}
+}
+
+// storeTimeline waits (10 s at most) until tenant A's session sid has a timeline entry of kind
+// about callID ("": any), reading the store through node n's engine rather than over HTTP: a
+// node that serves a request about a parked session takes it back, which a test of what
+// happens while it is parked must not cause.
+func storeTimeline(t *testing.T, n *brokertest.Broker, sid, kind, callID string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		es, err := n.Node.Engine().Timeline(context.Background(), brokertest.TenantA, sid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(es, func(e jobs.Entry) bool { return e.Kind == kind && (callID == "" || e.CallID == callID) }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s entry of %s %s in the store within 10 s", kind, sid, callID)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
