@@ -116,27 +116,11 @@ func (n *Node) closeDeadHolders(ctx context.Context) {
 		holders[e.holder] = append(holders[e.holder], e)
 	}
 	n.relayMu.Unlock()
-	if len(holders) == 0 {
-		return
-	}
-	names := make([]string, 0, len(holders))
-	for h := range holders {
-		names = append(names, h)
-	}
-	alive, err := n.dir.NodesAlive(ctx, names)
-	if err != nil {
-		return
-	}
-	for h, es := range holders {
-		if alive[h] {
-			continue
-		}
-		for _, e := range es {
-			e.gone.Store(true)
-			e.forget()
-			e.tr.Close(StatusServiceRestart, "session node gone")
-		}
-	}
+	forDead(ctx, n, holders, func(e *edgeConn) {
+		e.gone.Store(true)
+		e.forget()
+		e.tr.Close(StatusServiceRestart, "session node gone")
+	})
 }
 
 // closeEdges closes every relayed connection of this node with 1012 and tells the holders

@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,25 +239,28 @@ func (n *Node) dropDeadEdges(ctx context.Context) {
 		edges[rc.edge] = append(edges[rc.edge], rc)
 	}
 	n.relayMu.Unlock()
-	if len(edges) == 0 {
+	forDead(ctx, n, edges, func(rc *remoteConn) {
+		select {
+		case rc.in <- relayMsg{Op: opDrop}:
+		default:
+		}
+	})
+}
+
+// forDead calls fn for each item of the groups (by node address) whose node is no longer alive
+// (nothing when the store cannot tell).
+func forDead[T any](ctx context.Context, n *Node, groups map[string][]T, fn func(T)) {
+	if len(groups) == 0 {
 		return
 	}
-	names := make([]string, 0, len(edges))
-	for e := range edges {
-		names = append(names, e)
-	}
-	alive, err := n.dir.NodesAlive(ctx, names)
+	alive, err := n.dir.NodesAlive(ctx, slices.Collect(maps.Keys(groups)))
 	if err != nil {
 		return
 	}
-	for e, rcs := range edges {
-		if alive[e] {
-			continue
-		}
-		for _, rc := range rcs {
-			select {
-			case rc.in <- relayMsg{Op: opDrop}:
-			default:
+	for node, items := range groups {
+		if !alive[node] {
+			for _, it := range items {
+				fn(it)
 			}
 		}
 	}

@@ -387,3 +387,23 @@ func storeTimeline(t *testing.T, n *brokertest.Broker, sid, kind, callID string)
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestEdgeNodeDies: a host connected through node B to a session node A holds; node B stops
+// renewing (it hangs or crashed), so nobody will report the connection's drop. Once B's
+// liveness ran out, node A drops the relayed connection itself: the slot waits for a resume
+// (a disconnect on the timeline), as for any dropped connection (SPEC 10).
+func TestEdgeNodeDies(t *testing.T) {
+	t.Parallel()
+	const ttl = 900 * time.Millisecond
+	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, HoldTTL: ttl})
+	waitRelaying(t, a, b)
+	s := newSession(t, a, brokertest.KeyA)
+	onB := *s
+	onB.b = b
+	onB.host("host on B", decl("report", "deferred", true))
+	if es := s.timeline(); len(find(es, "disconnect", "")) != 0 {
+		t.Fatalf("a disconnect before node B stopped:\n%s", dumpEntries(es))
+	}
+	b.Freeze()
+	s.waitTimeline("the relayed connection's drop", has("disconnect", ""))
+}
