@@ -68,7 +68,10 @@ func (c *Client) Receive(data []byte) {
 		return
 	}
 	c.session.node.metrics.frameReceived(f.FrameType())
-	at := time.Now() // when the frame arrived, which may be earlier than when its turn comes
+	var at time.Time // when a caller turn arrived, which may be earlier than when its turn comes
+	if _, turn := f.(*frames.CallerText); turn {
+		at = time.Now()
+	}
 	c.session.post(func() { c.session.handleFrame(c, f, at) })
 }
 

@@ -6,6 +6,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
+
+	"github.com/backchannel-io/backchannel/frames"
 )
 
 // Forwarding HTTP. A request about a session another live node holds — an MCP session's
@@ -75,7 +77,7 @@ func (n *Node) ForwardHTTP(w http.ResponseWriter, r *http.Request, sessionID str
 		FlushInterval: -1, // event streams go through as they are written
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			n.log.Warn("broker: forwarding a request to the session's node", "session", sessionID, "node", holder, "err", err)
-			WriteHTTPError(w, http.StatusBadGateway, "internal", "the node that holds the session cannot be reached; try again")
+			WriteHTTPError(w, http.StatusBadGateway, frames.CodeInternal, "the node that holds the session cannot be reached; try again")
 		},
 	}
 	proxy.ServeHTTP(w, r)

@@ -158,20 +158,27 @@ func (rc *remoteConn) Send(frame []byte) { rc.enqueue(relayMsg{Op: opSend, Data:
 // SendAudio implements Transport.
 func (rc *remoteConn) SendAudio(chunk []byte) { rc.enqueue(relayMsg{Op: opSendAudio, Data: chunk}) }
 
-// Close implements Transport: queued frames go first.
+// Close implements Transport: queued frames go first. The connection is done on this node
+// too: its reader stops (the edge's drop that follows finds nothing).
 func (rc *remoteConn) Close(code int, reason string) {
 	rc.enqueue(relayMsg{Op: opClose, Code: code, Reason: reason})
 	rc.closing.Store(true)
+	rc.stop()
+}
+
+// stop ends run without waiting for the edge's drop.
+func (rc *remoteConn) stop() {
+	select {
+	case rc.in <- relayMsg{Op: opDrop}:
+	default:
+	}
 }
 
 // Abort implements Transport.
 func (rc *remoteConn) Abort() {
 	rc.enqueue(relayMsg{Op: opAbort})
 	rc.closing.Store(true)
-	select {
-	case rc.in <- relayMsg{Op: opDrop}:
-	default:
-	}
+	rc.stop()
 }
 
 // enqueue queues a message to the edge and starts the writer if none runs: the session's
@@ -197,10 +204,7 @@ func (rc *remoteConn) enqueue(m relayMsg) {
 	rc.writing = true
 	rc.mu.Unlock()
 	if m.Op == "" {
-		select {
-		case rc.in <- relayMsg{Op: opDrop}:
-		default:
-		}
+		rc.stop()
 	}
 	if start {
 		rc.n.relayOut.Add(1)
@@ -239,12 +243,7 @@ func (n *Node) dropDeadEdges(ctx context.Context) {
 		edges[rc.edge] = append(edges[rc.edge], rc)
 	}
 	n.relayMu.Unlock()
-	forDead(ctx, n, edges, func(rc *remoteConn) {
-		select {
-		case rc.in <- relayMsg{Op: opDrop}:
-		default:
-		}
-	})
+	forDead(ctx, n, edges, (*remoteConn).stop)
 }
 
 // forDead calls fn for each item of the groups (by node address) whose node is no longer alive
