@@ -44,6 +44,19 @@ func TestTimelineFromAnotherNode(t *testing.T) {
 	if status, _, body := HTTPDo(t, "GET", url, s.jt, "", ""); status != http.StatusOK {
 		t.Errorf("node B with the join token of a session node A holds: %d %s, want 200 (forwarded to A)", status, body)
 	}
+	// A request another node forwarded already is answered where it arrives, never forwarded
+	// again: node B cannot check a join token of a session it does not hold.
+	fwd, _ := http.NewRequest("GET", url, nil)
+	fwd.Header.Set("Authorization", "Bearer "+s.jt)
+	fwd.Header.Set(broker.ForwardedHeader, "another-node")
+	if resp, err := http.DefaultClient.Do(fwd); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("a forwarded request on node B: %d, want 401 (answered on B, not forwarded on)", resp.StatusCode)
+		}
+	}
 
 	// Follow on B while A ends the session: the stream has the old entries, then the end, and
 	// closes.
