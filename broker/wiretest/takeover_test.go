@@ -49,8 +49,7 @@ func TestSessionMovesToAnotherNode(t *testing.T) {
 	a.Close(false) // SIGTERM with the Redis store
 	h.ExpectClosed(broker.StatusServiceRestart)
 
-	onB := *s
-	onB.b = b
+	onB := s.on(b)
 	h2, w := onB.resume("host on B", token, 1, nil)
 	if w.Type != "welcome" || w.Str("session_id") != s.sid {
 		t.Fatalf("SPEC 10: resume on node B answered %s", w)
@@ -119,8 +118,7 @@ func TestParkedSessionExpires(t *testing.T) {
 	a.Close(false)
 	h.ExpectClosed(broker.StatusServiceRestart)
 
-	onB := *s
-	onB.b = b
+	onB := s.on(b)
 	// Waited for in the store: a timeline request would take the session back (see
 	// storeTimeline), and the sweep, not a node holding it, must end it.
 	storeTimeline(t, b, s.sid, "session_end", "")
@@ -184,8 +182,7 @@ func TestJobEndsWhileParked(t *testing.T) {
 	a.Close(false)
 	h.ExpectClosed(broker.StatusServiceRestart)
 
-	onB := *s
-	onB.b = b
+	onB := s.on(b)
 	storeTimeline(t, b, s.sid, "tool_deadline_timeout", callID)
 	h2, w := onB.resume("host on B", token, seen, nil)
 	if w.Type != "welcome" {
@@ -196,6 +193,13 @@ func TestJobEndsWhileParked(t *testing.T) {
 		t.Errorf("SPEC 10, 11: %s, want reason timeout at seq %d", tc, seen+1)
 	}
 	h2.Absent(300*time.Millisecond, TypeWith("tool_cancel"))
+}
+
+// on is the session as seen through node n (the same session, its requests and dials to n).
+func (s *session) on(n *brokertest.Broker) *session {
+	c := *s
+	c.b = n
+	return &c
 }
 
 // waitRelaying waits until each node listens for what other nodes relay to it.
@@ -217,8 +221,7 @@ func TestConnectionsOnTwoLiveNodes(t *testing.T) {
 	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second})
 	waitRelaying(t, a, b)
 	s := newSession(t, a, brokertest.KeyA)
-	onB := *s
-	onB.b = b
+	onB := s.on(b)
 	h := onB.host("host on B", decl("report", "deferred", true, "timeout", "30s")) // checks welcome, then tools.declared at seq 1
 	handle := nextID("h-relay-")
 	callID := s.deferJob(h, "a1", "report", handle, "reporting")
@@ -277,8 +280,7 @@ func TestHolderNodeDies(t *testing.T) {
 	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, HoldTTL: ttl})
 	waitRelaying(t, a, b)
 	s := newSession(t, a, brokertest.KeyA)
-	onB := *s
-	onB.b = b
+	onB := s.on(b)
 	h := onB.host("host on B", decl("report", "deferred", true))
 	frozen := time.Now()
 	a.Freeze()
@@ -343,8 +345,7 @@ func TestTextAgentMovesToAnotherNode(t *testing.T) {
 	a.Close(false)
 	s.agent.ExpectClosed(broker.StatusServiceRestart)
 
-	onB := *s
-	onB.b = b
+	onB := s.on(b)
 	ag := Dial(t, b.WSURL, "agent on B")
 	if w := ag.Hello(map[string]any{"id": nextID("resume-"), "role": "agent", "session_id": s.sid,
 		"resume_token": agentToken, "last_seq": agentSeen}); w.Type != "welcome" {
@@ -398,8 +399,7 @@ func TestEdgeNodeDies(t *testing.T) {
 	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, HoldTTL: ttl})
 	waitRelaying(t, a, b)
 	s := newSession(t, a, brokertest.KeyA)
-	onB := *s
-	onB.b = b
+	onB := s.on(b)
 	onB.host("host on B", decl("report", "deferred", true))
 	if es := s.timeline(); len(find(es, "disconnect", "")) != 0 {
 		t.Fatalf("a disconnect before node B stopped:\n%s", dumpEntries(es))
