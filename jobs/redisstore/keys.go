@@ -27,7 +27,18 @@ func (k keys) children(callID string) string    { return k.base + "children:" + 
 func (k keys) timeline(sessionID string) string { return k.base + "timeline:" + sessionID }
 func (k keys) parked(sessionID string) string   { return k.base + "parked:" + sessionID }
 func (k keys) parkedDue() string                { return k.base + "parked" }
+func (k keys) live(sessionID string) string     { return k.base + "live:" + sessionID }
+func (k keys) leases() string                   { return k.base + "live" }
+func (k keys) outbox(sessionID, slot string) string {
+	return k.base + "out:" + sessionID + ":" + slot
+}
+func (k keys) replaced(sessionID, slot string) string {
+	return k.base + "rep:" + sessionID + ":" + slot
+}
 
 // parkedIndex names the key that maps a parked session to its tenant: a resume token names no
 // tenant. It has no hash tag (one key, read on its own).
 func (s *Store) parkedIndex(sessionID string) string { return s.prefix + "parked:" + sessionID }
+
+// liveIndex names the key that maps a journaled session to its tenant (no hash tag).
+func (s *Store) liveIndex(sessionID string) string { return s.prefix + "live:" + sessionID }

@@ -19,6 +19,11 @@
 //	PREFIX{t:T}:parked:SESSION    string: a parked session (jobs.ParkedSession JSON; parked.go)
 //	PREFIX{t:T}:parked            sorted set: parked session ids by the end of their resume window
 //	PREFIXparked:SESSION          string: the tenant of a parked session (a resume token names none)
+//	PREFIX{t:T}:live:SESSION      hash: a live session's journal record, slot ids and lease holder (journal.go)
+//	PREFIX{t:T}:live              sorted set: journaled session ids by the end of their lease
+//	PREFIX{t:T}:out:SESSION:SLOT  stream: a slot's outbox, entry ids SEQ-0
+//	PREFIX{t:T}:rep:SESSION:SLOT  hash: seq -> the frame that took the place of that outbox entry
+//	PREFIXlive:SESSION            string: the tenant of a journaled session
 //	PREFIXholder:SESSION          string: the node holding a live session, with a TTL (directory.go)
 //	PREFIXalive:NODE              string: "u" and the node's HTTP URL, while the node renews it (directory.go)
 //	PREFIXnode:NODE               sharded pub/sub channel: the node's inbox (directory.go)

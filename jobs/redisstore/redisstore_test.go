@@ -34,7 +34,9 @@ func newStoreWithPrefix(t testing.TB, client redis.UniversalClient, prefix strin
 // TestConformance runs the store conformance suite against a real Redis.
 func TestConformance(t *testing.T) {
 	client := redistest.New(t)
-	storetest.Run(t, func(t testing.TB, _ jobs.Clock) jobs.Store { return newStore(t, client) })
+	factory := func(t testing.TB, _ jobs.Clock) jobs.Store { return newStore(t, client) }
+	storetest.Run(t, factory)
+	t.Run("Journal", func(t *testing.T) { storetest.RunJournal(t, factory) })
 }
 
 // TestMain checks that no test leaves a goroutine behind (the pipeline workers stop on Close).
@@ -46,7 +48,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // node.
 func TestConformanceOnCluster(t *testing.T) {
 	client := redistest.NewCluster(t)
-	storetest.Run(t, func(t testing.TB, _ jobs.Clock) jobs.Store { return newStore(t, client) })
+	factory := func(t testing.TB, _ jobs.Clock) jobs.Store { return newStore(t, client) }
+	storetest.Run(t, factory)
+	t.Run("Journal", func(t *testing.T) { storetest.RunJournal(t, factory) })
 }
 
 // TestClusterSpreadsTenants runs job lifecycles of tenants whose hash tags live on each of the

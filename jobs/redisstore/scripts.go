@@ -14,8 +14,20 @@ var (
 	claimSrc string
 	//go:embed lua/take_parked.lua
 	takeParkedSrc string
+	//go:embed lua/journal_save.lua
+	journalSaveSrc string
+	//go:embed lua/journal_frame.lua
+	journalFrameSrc string
+	//go:embed lua/journal_renew.lua
+	journalRenewSrc string
+	//go:embed lua/journal_take.lua
+	journalTakeSrc string
 
 	applyScript      = redis.NewScript(applySrc)
 	claimScript      = redis.NewScript(claimSrc)
 	takeParkedScript = redis.NewScript(takeParkedSrc)
+	journalSave      = redis.NewScript(journalSaveSrc)
+	journalFrame     = redis.NewScript(journalFrameSrc)
+	journalRenew     = redis.NewScript(journalRenewSrc)
+	journalTake      = redis.NewScript(journalTakeSrc)
 )

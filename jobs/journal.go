@@ -1,0 +1,56 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// SessionJournal is implemented by stores that several broker nodes share and that outlive a
+// node: it keeps, all the time, what one node holds of a live session — the session's record
+// (slots, declared tools, resume-token hashes: the broker's encoding) and each slot's outbox —
+// under a lease that the node renews. When the node dies its leases run out, and another node
+// takes the session over, exactly once, and rebuilds it from the journal (SPEC 15: killing a
+// node loses no job; its sessions resume on another node).
+type SessionJournal interface {
+	// SaveSession writes the session's record and the ids of its slots, and gives node the
+	// session's lease for ttl (the caller holds the session: it created it, or took it over
+	// or back).
+	SaveSession(ctx context.Context, node, tenant, id string, record []byte, slots []string, ttl time.Duration) error
+	// AppendFrame keeps data as the frame under seq of the slot's outbox, which keeps its
+	// newest max frames. With replace it takes the place of the frame already under seq.
+	AppendFrame(ctx context.Context, tenant, id, slot string, seq int64, data []byte, replace bool, max int) error
+	// RenewLeases renews, for ttl, node's leases on the tenant's sessions ids and returns the
+	// ids whose lease another node holds now, or nobody (they are no longer node's).
+	RenewLeases(ctx context.Context, node, tenant string, ids []string, ttl time.Duration) (lost []string, err error)
+	// TakeOver gives node the lease of session id for ttl, if nobody holds it, and returns the
+	// journal; ErrLeaseHeld when another node's lease has not run out, ErrNotFound when the
+	// journal holds no such session. Of concurrent callers at most one gets it. tenant is ""
+	// when the caller does not know it (a resume token names no tenant).
+	TakeOver(ctx context.Context, node, tenant, id string, ttl time.Duration) (*JournaledSession, error)
+	// Orphaned lists the ids of the tenant's journaled sessions whose lease ran out at or
+	// before now, oldest first.
+	Orphaned(ctx context.Context, tenant string, now time.Time) ([]string, error)
+	// DropSession deletes the session's journal (it ended, or it was parked).
+	DropSession(ctx context.Context, tenant, id string) error
+}
+
+// JournaledSession is a session as its journal keeps it.
+type JournaledSession struct {
+	Tenant    string
+	SessionID string
+	Record    []byte
+	// Outboxes are each slot's kept frames, oldest first.
+	Outboxes map[string][]JournaledFrame
+	// LeaseEndMS is when the lease of the node that held it last ran out (epoch ms).
+	LeaseEndMS int64
+}
+
+// JournaledFrame is one frame of a journaled outbox.
+type JournaledFrame struct {
+	Seq  int64
+	Data []byte
+}
+
+// ErrLeaseHeld is returned by TakeOver while another node's lease on the session runs.
+var ErrLeaseHeld = errors.New("jobs: the session's lease is held by another node")

@@ -1,0 +1,170 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// RunJournal checks jobs.SessionJournal, which stores that outlive a node offer (Redis; the
+// memory store dies with its node and has nothing to take over): a saved session's lease keeps
+// other nodes out while it runs; once it ran out the session is orphaned and exactly one of
+// concurrent takers gets it, with its record and every slot's outbox in seq order (a replaced
+// frame in place of the first); the node that lost it learns so at its next renewal; dropping
+// the session leaves nothing to take.
+func RunJournal(t *testing.T, newStore Factory) {
+	s := newStore(t, jobs.NewFakeClock(epoch))
+	j, ok := s.(jobs.SessionJournal)
+	if !ok {
+		t.Fatalf("%T does not implement jobs.SessionJournal", s)
+	}
+	ctx := context.Background()
+	const id = "sess_journal"
+	if err := j.SaveSession(ctx, "node-1", tenantA, id, []byte(`{"v":1}`), []string{"sl1", "sl2"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	frame := func(slot string, seq int64) []byte { return fmt.Appendf(nil, `{"slot":%q,"seq":%d}`, slot, seq) }
+	for seq := int64(1); seq <= 5; seq++ {
+		if err := j.AppendFrame(ctx, tenantA, id, "sl1", seq, frame("sl1", seq), false, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.AppendFrame(ctx, tenantA, id, "sl2", 1, frame("sl2", 1), false, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.AppendFrame(ctx, tenantA, id, "sl1", 2, []byte(`{"replaced":2}`), true, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.AppendFrame(ctx, tenantA, id, "sl1", 5, []byte(`{"again":5}`), false, 100); err == nil {
+		t.Error("AppendFrame under a seq the outbox already has (not a replacement): no error")
+	}
+	// A second save (a new slot, a rotated token) replaces the record.
+	if err := j.SaveSession(ctx, "node-1", tenantA, id, []byte(`{"v":2}`), []string{"sl1", "sl2"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := j.TakeOver(ctx, "node-2", tenantA, id, time.Hour); !errors.Is(err, jobs.ErrLeaseHeld) {
+		t.Errorf("TakeOver while node-1's lease runs: %v, want ErrLeaseHeld", err)
+	}
+	if _, err := j.TakeOver(ctx, "node-2", tenantB, id, time.Hour); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("TakeOver naming another tenant: %v, want ErrNotFound", err)
+	}
+	if ids, err := j.Orphaned(ctx, tenantA, time.Now()); err != nil || len(ids) != 0 {
+		t.Errorf("Orphaned while the lease runs: %v, %v; want none", ids, err)
+	}
+	if lost, err := j.RenewLeases(ctx, "node-1", tenantA, []string{id}, 50*time.Millisecond); err != nil || len(lost) != 0 {
+		t.Errorf("RenewLeases by the holder: lost %v, %v; want none", lost, err)
+	}
+	if lost, err := j.RenewLeases(ctx, "node-2", tenantA, []string{id}, time.Hour); err != nil || !slices.Equal(lost, []string{id}) {
+		t.Errorf("RenewLeases by a node that does not hold it: lost %v, %v; want [%s]", lost, err, id)
+	}
+	time.Sleep(150 * time.Millisecond) // the lease of 50 ms runs out
+	ids, err := j.Orphaned(ctx, tenantA, time.Now())
+	if err != nil || !slices.Equal(ids, []string{id}) {
+		t.Errorf("Orphaned after the lease ran out: %v, %v; want [%s]", ids, err, id)
+	}
+	if ids, err := j.Orphaned(ctx, tenantB, time.Now()); err != nil || len(ids) != 0 {
+		t.Errorf("Orphaned of another tenant: %v, %v; want none", ids, err)
+	}
+
+	// Concurrent takers, without the tenant: exactly one gets it, whole.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var got []*jobs.JournaledSession
+	var winners []string
+	held := 0
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			node := fmt.Sprintf("taker-%d", i)
+			js, err := j.TakeOver(ctx, node, "", id, time.Hour)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				got = append(got, js)
+				winners = append(winners, node)
+			case errors.Is(err, jobs.ErrLeaseHeld):
+				held++
+			default:
+				t.Errorf("TakeOver: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(got) != 1 || held != 7 {
+		t.Fatalf("8 concurrent TakeOvers of an orphaned session: %d got it, %d found it held; want 1 and 7", len(got), held)
+	}
+	js := got[0]
+	if js.Tenant != tenantA || js.SessionID != id || string(js.Record) != `{"v":2}` {
+		t.Errorf("the session taken over: tenant %q, id %q, record %s; want %s, %s, the last saved", js.Tenant, js.SessionID, js.Record, tenantA, id)
+	}
+	if end := time.UnixMilli(js.LeaseEndMS); end.After(time.Now()) || time.Since(end) > time.Minute {
+		t.Errorf("LeaseEndMS %v: want the end of node-1's lease, just past", end)
+	}
+	want := map[string][]string{
+		"sl1": {`{"slot":"sl1","seq":1}`, `{"replaced":2}`, `{"slot":"sl1","seq":3}`, `{"slot":"sl1","seq":4}`, `{"slot":"sl1","seq":5}`},
+		"sl2": {`{"slot":"sl2","seq":1}`},
+	}
+	for slot, frames := range want {
+		out := js.Outboxes[slot]
+		var data []string
+		for i, f := range out {
+			data = append(data, string(f.Data))
+			if f.Seq != int64(i+1) {
+				t.Errorf("outbox %s: frame %d has seq %d, want %d", slot, i, f.Seq, i+1)
+			}
+		}
+		if !slices.Equal(data, frames) {
+			t.Errorf("outbox %s: %q, want %q", slot, data, frames)
+		}
+	}
+	if lost, err := j.RenewLeases(ctx, "node-1", tenantA, []string{id}, time.Hour); err != nil || !slices.Equal(lost, []string{id}) {
+		t.Errorf("RenewLeases by the node it was taken from: lost %v, %v; want [%s]", lost, err, id)
+	}
+	if lost, err := j.RenewLeases(ctx, winners[0], tenantA, []string{id}, time.Hour); err != nil || len(lost) != 0 {
+		t.Errorf("RenewLeases by the node that took it: lost %v, %v; want none", lost, err)
+	}
+
+	// An outbox keeps at least its newest max frames, consecutive.
+	for seq := int64(1); seq <= 300; seq++ {
+		if err := j.AppendFrame(ctx, tenantA, id, "sl3", seq, frame("sl3", seq), false, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.SaveSession(ctx, winners[0], tenantA, id, []byte(`{"v":3}`), []string{"sl1", "sl2", "sl3"}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	js, err = j.TakeOver(ctx, "node-3", tenantA, id, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := js.Outboxes["sl3"]
+	if len(out) < 10 || len(out) >= 300 || out[len(out)-1].Seq != 300 {
+		t.Errorf("an outbox capped at 10 after 300 frames: %d frames, last %v; want at least 10, fewer than 300, ending at 300", len(out), out[len(out)-1:])
+	}
+	for i := 1; i < len(out); i++ {
+		if out[i].Seq != out[i-1].Seq+1 {
+			t.Errorf("capped outbox not consecutive at %d: %d after %d", i, out[i].Seq, out[i-1].Seq)
+			break
+		}
+	}
+
+	if err := j.DropSession(ctx, tenantA, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.TakeOver(ctx, "node-4", "", id, time.Hour); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("TakeOver of a dropped session: %v, want ErrNotFound", err)
+	}
+	if ids, err := j.Orphaned(ctx, tenantA, time.Now().Add(2*time.Hour)); err != nil || len(ids) != 0 {
+		t.Errorf("Orphaned after the drop: %v, %v; want none", ids, err)
+	}
+}
