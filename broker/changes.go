@@ -100,8 +100,12 @@ func (s *Session) toolCancel(j *jobs.Job) {
 	f := &frames.ToolCancel{CallID: j.CallID, Handle: j.Handle, Reason: frames.CancelReason(j.CancelReason)}
 	if co, ok := s.callSeq[j.CallID]; ok && co.slot == sl.id && co.seq > sl.sent {
 		data, err := frames.Encode(f)
-		if err == nil && sl.out.replace(co.seq, withSeq(data, f.FrameType(), co.seq)) {
-			return
+		if err == nil {
+			data = withSeq(data, f.FrameType(), co.seq)
+			if sl.out.replace(co.seq, data) {
+				s.journalFrame(sl, co.seq, data, true)
+				return
+			}
 		}
 	}
 	s.send(sl, f)

@@ -238,7 +238,8 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 		if s := n.session(h.SessionID); s != nil {
 			return s, false, nil
 		}
-		if s := n.takeBack("", h.SessionID); s != nil {
+		s, held := n.claim("", h.SessionID)
+		if s != nil {
 			return s, false, nil
 		}
 		if e := n.endedInfo(h.SessionID); e != nil {
@@ -246,6 +247,9 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 				return nil, false, frames.Errorf(frames.CodeResumeExpired, "the resume window of this slot has passed")
 			}
 			return nil, false, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", h.SessionID)
+		}
+		if held {
+			return nil, false, moving(h.SessionID)
 		}
 		return nil, false, notFound()
 	}
@@ -264,8 +268,9 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 		return s, true, nil
 	}
 	s := n.session(h.SessionID)
+	var held bool
 	if s == nil {
-		s = n.takeBack("", h.SessionID)
+		s, held = n.claim("", h.SessionID)
 	}
 	var tenant string
 	var joinHash [32]byte
@@ -280,6 +285,9 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 				if _, ok := n.tenantOf(h.APIKey); !ok {
 					return nil, false, unauthorized("unknown api_key")
 				}
+			}
+			if held {
+				return nil, false, moving(h.SessionID)
 			}
 			return nil, false, notFound()
 		}
@@ -305,6 +313,15 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 		return nil, false, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", h.SessionID)
 	}
 	return s, false, nil
+}
+
+// moving answers a hello for a session whose node stopped answering while its lease still runs:
+// the session is taken over once the lease runs out (journal.go), so the client tries again
+// (an internal error is one the SDKs retry).
+func moving(id string) *frames.Error {
+	e := frames.Errorf(frames.CodeInternal, "session %s is moving: the node that held it stopped answering; try again", id)
+	e.Retryable = true
+	return e
 }
 
 // attach attaches a hello's connection to a new slot, or resumes one (SPEC 3, 10).
@@ -376,6 +393,7 @@ func (s *Session) connect(sl *Slot, tr Transport, created bool) *Client {
 		sl.expiry = nil
 	}
 	s.stopIdle()
+	s.saveJournal() // the token's hash, before the token goes out
 	s.node.metrics.connections.Inc()
 	w := &frames.Welcome{SessionID: s.id, ConnectionID: c.connID, ResumeToken: token,
 		ResumeWindowMS: s.node.cfg.ResumeWindow.Milliseconds(), HeartbeatMS: s.node.cfg.Heartbeat.Milliseconds(),
@@ -486,6 +504,7 @@ func (s *Session) expireSlot(sl *Slot) {
 	sl.expiry = nil
 	s.expired[sl.id] = true
 	delete(s.slots, sl.id)
+	defer s.saveJournal()
 	switch sl {
 	case s.caller:
 		s.caller = nil

@@ -79,6 +79,7 @@ func (n *Node) renew(ctx context.Context) {
 	if err := n.dir.HoldSessions(ctx, n.addr, ids, n.cfg.HoldTTL); err != nil {
 		n.log.Warn("broker: renewing the node's sessions", "sessions", len(ids), "err", err)
 	}
+	n.renewLeases(ctx)
 }
 
 // listen opens the node's inbox, trying again every second while the store cannot be reached.

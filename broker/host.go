@@ -35,6 +35,7 @@ func (s *Session) declare(sl *Slot, ref string, decls []frames.ToolDecl) {
 	}
 	sl.tools = tools
 	sl.declared = true
+	s.saveJournal()
 	s.send(sl, &frames.ToolsDeclared{Reply: frames.Reply{Ref: ref}, Names: names})
 	if s.voice != nil {
 		s.voice.declareTools()

@@ -37,6 +37,7 @@ type Node struct {
 	// Relayed connections (remote.go, edge.go), when the store is shared.
 	addr     string             // this node's address among the nodes: NodeID plus a random suffix
 	dir      jobs.NodeDirectory // nil when the store is not shared
+	journal  jobs.SessionJournal // nil when the store does not outlive the node (journal.go)
 	relayMu  sync.Mutex
 	remotes  map[string]*remoteConn // held here, their edge elsewhere; by edge/conn
 	edges    map[string]*edgeConn   // edge here, their session held elsewhere; by conn
@@ -72,6 +73,9 @@ func NewNode(cfg Config, store jobs.Store) *Node {
 	}
 	n.addr = cfg.NodeID + "." + randomID(8)
 	n.dir, _ = store.(jobs.NodeDirectory)
+	if n.dir != nil {
+		n.journal, _ = store.(jobs.SessionJournal)
+	}
 	n.engine = jobs.NewEngine(store, engineOptions(&n.cfg, n.onChange))
 	return n
 }
@@ -103,7 +107,7 @@ func (n *Node) Run(ctx context.Context) error {
 		go n.holdEvery(ctx)
 	}
 	if _, ok := n.store.(jobs.SessionParking); ok {
-		go every(ctx, parkedSweep, n.sweepParked)
+		go every(ctx, parkedSweep, func() { n.sweepParked(); n.sweepOrphans() })
 	}
 	err := n.engine.Run(ctx)
 	if errors.Is(err, context.Canceled) {
@@ -344,6 +348,16 @@ func (n *Node) Shutdown(ctx context.Context, end bool) error {
 	}
 	n.cancel()
 	return err
+}
+
+// Halt stops the node at once, as a crash would (for fault tests and drills): nothing is parked,
+// ended or released, and from now on every store operation of the node fails. Its sessions are
+// taken over by other nodes once its leases run out (journal.go).
+func (n *Node) Halt() {
+	n.mu.Lock()
+	n.closing = true
+	n.mu.Unlock()
+	n.cancel()
 }
 
 // randomToken returns n random bytes as base64url without padding.

@@ -40,6 +40,9 @@ type parkedState struct {
 	// Open are the session's open jobs and their states when it was parked: one that ended
 	// while nobody held the session is caught up with when it is taken back.
 	Open map[string]jobs.State `json:"open,omitempty"`
+	// Crashed is, for a session taken over from the journal of a node that died, when the node
+	// is taken to have died (epoch ms); 0 for a parked session.
+	Crashed int64 `json:"-"`
 }
 
 // parkedCallOut is where a job's tool_call went (callOut).
@@ -80,31 +83,20 @@ type parkedCompletion struct {
 	Request model.Request `json:"request"`
 }
 
-// park writes the session's state for another node and closes its connections with 1012
-// (SPEC 18). It runs on the session's loop, as its last event on this node.
-func (s *Session) park(store jobs.SessionParking) {
-	now := time.Now()
+// snapshot encodes the session's node-only state: with frames, everything a parked session
+// needs (outboxes, the text agent's state, open jobs, completions); without, the record the
+// journal keeps (journal.go), whose outboxes are journaled frame by frame.
+func (s *Session) snapshot(now time.Time, full bool) parkedState {
 	st := parkedState{JoinHash: s.joinHash[:], CreatedMS: s.created.UnixMilli(), Model: s.modelCfg, Orders: s.orders,
-		CallSeq: make(map[string]parkedCallOut, len(s.callSeq)), TextAgent: s.text != nil}
-	if s.text != nil && s.text.port == nil {
-		ts := s.text.a.Export()
-		st.Text = &ts
-	}
-	for id, co := range s.callSeq {
-		st.CallSeq[id] = parkedCallOut{Slot: co.slot, Seq: co.seq}
+		TextAgent: s.text != nil}
+	if full && s.voice != nil {
+		// First: a completion being spoken fails here, and its host's frame enters the outbox.
+		st.Completions = s.voice.parkCompletions()
 	}
 	for id := range s.expired {
 		st.Expired = append(st.Expired, id)
 	}
-	if open, err := s.engine().OpenJobs(s.ctx(), s.tenant, s.id); err == nil {
-		st.Open = make(map[string]jobs.State, len(open))
-		for _, j := range open {
-			st.Open[j.CallID] = j.State
-		}
-	}
-	if s.voice != nil {
-		st.Completions = s.voice.parkCompletions()
-	}
+	slices.Sort(st.Expired)
 	for _, sl := range s.slots {
 		ps := parkedSlot{ID: sl.id, Role: sl.role, Order: sl.order, Declared: sl.declared, TokenHash: sl.tokenHash[:],
 			Next: sl.out.next, Sent: sl.sent, DetachedMS: now.UnixMilli()}
@@ -115,11 +107,39 @@ func (s *Session) park(store jobs.SessionParking) {
 			ps.Tools = append(ps.Tools, t.Decl)
 		}
 		slices.SortFunc(ps.Tools, func(a, b frames.ToolDecl) int { return strings.Compare(a.Name, b.Name) })
-		for _, f := range sl.out.frames {
-			ps.Frames = append(ps.Frames, parkedFrame{Seq: f.seq, Data: string(f.data)})
+		if full {
+			for _, f := range sl.out.frames {
+				ps.Frames = append(ps.Frames, parkedFrame{Seq: f.seq, Data: string(f.data)})
+			}
 		}
 		st.Slots = append(st.Slots, ps)
 	}
+	slices.SortFunc(st.Slots, func(a, b parkedSlot) int { return a.Order - b.Order })
+	if !full {
+		return st
+	}
+	st.CallSeq = make(map[string]parkedCallOut, len(s.callSeq))
+	if s.text != nil && s.text.port == nil {
+		ts := s.text.a.Export()
+		st.Text = &ts
+	}
+	for id, co := range s.callSeq {
+		st.CallSeq[id] = parkedCallOut{Slot: co.slot, Seq: co.seq}
+	}
+	if open, err := s.engine().OpenJobs(s.ctx(), s.tenant, s.id); err == nil {
+		st.Open = make(map[string]jobs.State, len(open))
+		for _, j := range open {
+			st.Open[j.CallID] = j.State
+		}
+	}
+	return st
+}
+
+// park writes the session's state for another node and closes its connections with 1012
+// (SPEC 18). It runs on the session's loop, as its last event on this node.
+func (s *Session) park(store jobs.SessionParking) {
+	now := time.Now()
+	st := s.snapshot(now, true)
 	s.detachAll(StatusServiceRestart, "service restart")
 	data, err := json.Marshal(st)
 	if err == nil {
@@ -130,6 +150,7 @@ func (s *Session) park(store jobs.SessionParking) {
 		s.node.log.Error("broker: parking a session for another node", "session", s.id, "err", err)
 		return
 	}
+	s.dropJournal()
 	if d := s.node.dir; d != nil {
 		if err := d.ReleaseSession(s.ctx(), s.node.addr, s.id); err != nil {
 			s.node.log.Warn("broker: releasing a parked session", "session", s.id, "err", err)
@@ -171,45 +192,63 @@ func (v *voice) parkCompletions() []parkedCompletion {
 	return out
 }
 
-// takeBack takes a parked session out of the store and makes it live on this node, or returns
-// nil when the store holds none of that id (tenant may be "": unknown).
+// takeBack takes a session no live node holds and makes it live on this node: a parked one, or
+// one journaled by a node that died (journal.go). It returns nil when the store holds neither of
+// that id (tenant may be "": unknown), or another node holds it.
 func (n *Node) takeBack(tenant, id string) *Session {
+	s, _ := n.claim(tenant, id)
+	return s
+}
+
+// claim is takeBack that also reports whether another node's lease on the session still runs
+// (its node may have died: then the session is free once the lease runs out).
+func (n *Node) claim(tenant, id string) (*Session, bool) {
 	pk, ok := n.store.(jobs.SessionParking)
 	if !ok {
-		return nil
+		return nil, false
 	}
 	n.takeMu.Lock() // two hellos for one parked session: the second finds the first's session
 	defer n.takeMu.Unlock()
 	if s := n.session(id); s != nil {
-		return s
+		return s, false
 	}
 	n.mu.Lock()
 	closing := n.closing
 	n.mu.Unlock()
 	if closing {
-		return nil
+		return nil, false
 	}
+	var st *parkedState
 	p, err := pk.TakeParked(n.ctx, tenant, id)
-	if err != nil {
-		if !errors.Is(err, jobs.ErrNotFound) {
-			n.log.Error("broker: taking back a parked session", "session", id, "err", err)
+	switch {
+	case err == nil:
+		st = &parkedState{}
+		if err := json.Unmarshal(p.State, st); err != nil {
+			n.log.Error("broker: decoding a parked session", "session", id, "err", err)
+			return nil, false
 		}
-		return nil
+	case errors.Is(err, jobs.ErrNotFound):
+		var held bool
+		if p, st, held = n.takeOver(tenant, id); p == nil {
+			return nil, held
+		}
+	default:
+		n.log.Error("broker: taking back a parked session", "session", id, "err", err)
+		return nil, false
 	}
-	var st parkedState
-	if err := json.Unmarshal(p.State, &st); err != nil {
-		n.log.Error("broker: decoding a parked session", "session", id, "err", err)
-		return nil
-	}
-	s := n.restore(p, &st)
+	s := n.restore(p, st)
 	n.mu.Lock()
 	n.sessions[s.id] = s
 	n.metrics.sessions.Inc()
 	n.mu.Unlock()
 	n.hold(s)
-	s.mb.post(func() { s.takenBack(&st) }, false)
-	n.log.Info("broker: took back a parked session", "session", id, "slots", len(st.Slots))
-	return s
+	s.mb.post(func() { s.takenBack(st) }, false)
+	if st.Crashed != 0 {
+		n.log.Info("broker: took over a session whose node died", "session", id, "slots", len(st.Slots))
+	} else {
+		n.log.Info("broker: took back a parked session", "session", id, "slots", len(st.Slots))
+	}
+	return s, false
 }
 
 // restore rebuilds a parked session's structure; takenBack then starts its clocks.
@@ -261,13 +300,18 @@ func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
 // takenBack starts a taken-back session's clocks where the parked ones stood: each slot's resume
 // window from when its connection dropped, and the session's from the latest drop (SPEC 10).
 func (s *Session) takenBack(st *parkedState) {
+	s.saveJournal() // this node's lease, before anything is sent
 	window := s.node.cfg.ResumeWindow
 	open, err := s.engine().OpenJobs(s.ctx(), s.tenant, s.id)
 	if err != nil {
 		s.node.log.Error("broker: listing the open jobs of a taken-back session", "session", s.id, "err", err)
 	}
 	s.openJobs = len(open)
-	s.catchUp(st.Open, open)
+	was := st.Open
+	if st.Crashed != 0 {
+		was = s.crashedJobs(st)
+	}
+	s.catchUp(was, open)
 	var last time.Time
 	for _, sl := range s.slots {
 		sl := sl
@@ -281,6 +325,9 @@ func (s *Session) takenBack(st *parkedState) {
 	}
 	s.armIdleAfter(max(window-time.Since(last), 0))
 	detail := map[string]any{"text": "session taken back by this node", "slots": len(st.Slots)}
+	if st.Crashed != 0 {
+		detail["text"] = "session taken over by this node: the node that held it stopped answering"
+	}
 	if st.TextAgent && st.Text == nil {
 		// An MCP client's conversation is its MCP session's, which ended with the node.
 		detail["text_agent"] = "restarted"

@@ -47,6 +47,9 @@ const relayTimeout = 5 * time.Second
 
 // inbox takes one message sent to this node.
 func (n *Node) inbox(b []byte) {
+	if n.ctx.Err() != nil {
+		return // halted (Halt), or shut down
+	}
 	var m relayMsg
 	if err := json.Unmarshal(b, &m); err != nil {
 		n.log.Warn("broker: an undecodable message from another node", "err", err)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/backchannel-io/backchannel/frames"
@@ -19,6 +20,7 @@ type Session struct {
 	joinHash  [32]byte // what a join token is checked against
 	created   time.Time
 	mb        mailbox
+	journaled atomic.Bool // its record is in the journal, under this node's lease (journal.go)
 
 	// Owned by the session's events.
 	slots   map[string]*Slot
@@ -80,7 +82,7 @@ func (s *Session) Tenant() string { return s.tenant }
 
 // start arms the idle timer of a new session: nothing attached yet (SPEC 10).
 func (s *Session) start() {
-	s.mb.post(func() { s.armIdle() }, false)
+	s.mb.post(func() { s.saveJournal(); s.armIdle() }, false)
 }
 
 func (s *Session) ctx() context.Context { return s.node.ctx }
@@ -174,6 +176,7 @@ func (s *Session) send(sl *Slot, f frames.Frame) int64 {
 	if e, ok := f.(*frames.Error); ok {
 		s.node.metrics.errors.WithLabelValues(string(e.Code)).Inc()
 	}
+	s.journalFrame(sl, of.seq, of.data, false) // before any connection sees it
 	if sl.client != nil {
 		sl.client.tr.Send(of.data)
 		sl.sent = of.seq
@@ -241,6 +244,7 @@ func (s *Session) end(reason frames.EndReason) {
 		}
 	}
 	s.record(jobs.KindSessionEnd, map[string]any{"reason": string(reason)})
+	s.dropJournal()
 	s.node.forget(s, info)
 	s.mb.close()
 }

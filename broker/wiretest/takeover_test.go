@@ -271,9 +271,8 @@ func TestConnectionsOnTwoLiveNodes(t *testing.T) {
 }
 
 // TestHolderNodeDies: a host connected through node B to a session node A holds; node A stops
-// renewing (it hangs or crashed). Once its hold ran out, node B closes the relayed connection
-// with 1012. The session was never parked, so a resume finds nothing (SPEC 15's crash takeover is
-// not built yet: docs/broker.md).
+// renewing (it hangs). Once its hold ran out, node B closes the relayed connection with 1012, and
+// the host's resume on B takes the session over from A's journal (SPEC 15; crash_test.go).
 func TestHolderNodeDies(t *testing.T) {
 	t.Parallel()
 	const ttl = 900 * time.Millisecond
@@ -288,9 +287,9 @@ func TestHolderNodeDies(t *testing.T) {
 	if d := time.Since(frozen); d < ttl/2 {
 		t.Errorf("the relayed connection was closed %v after its holder stopped, before its hold of %v could run out", d, ttl)
 	}
-	_, w := onB.resume("host after the crash", h.Welcome.Str("resume_token"), h.LastSeq(), nil)
-	if w.Type != "error" || w.Str("code") != "not_found" {
-		t.Errorf("a resume after the holder died: %s, want not_found", w)
+	h2, _, _ := onB.resumeMoving("host after the crash", h.Welcome.Str("resume_token"), h.LastSeq(), 10*time.Second)
+	if dr := h2.Next(); dr.Type != "tool_deferred_resume" || dr.Int("seq") != h.LastSeq()+1 {
+		t.Errorf("after the takeover: %s, want tool_deferred_resume under seq %d", dr, h.LastSeq()+1)
 	}
 }
 

@@ -105,6 +105,20 @@ func (h *Handler) CloseAll(code int, reason string) {
 	}
 }
 
+// AbortAll drops every connection at once, without a close frame (as a crashed process's
+// connections drop; for fault tests).
+func (h *Handler) AbortAll() {
+	h.mu.Lock()
+	cs := make([]*conn, 0, len(h.conns))
+	for c := range h.conns {
+		cs = append(cs, c)
+	}
+	h.mu.Unlock()
+	for _, c := range cs {
+		c.Abort()
+	}
+}
+
 // Wait waits until every connection's handler has returned, or ctx ends.
 func (h *Handler) Wait(ctx context.Context) error {
 	done := make(chan struct{})

@@ -57,6 +57,7 @@ type Broker struct {
 	wsh   *ws.Handler
 	stop  context.CancelFunc
 	done  chan struct{}
+	dead  bool
 }
 
 // Start starts a broker for the test; it is shut down (memory: sessions ended) when the test
@@ -138,9 +139,24 @@ func (b *Broker) Freeze() {
 	<-b.done
 }
 
+// Kill stops the broker as a killed process would stop: its listener closes, its connections
+// drop without a close frame, and the node does nothing more (broker.Node.Halt) — nothing is
+// parked or released. To the other nodes it is dead once its Config.HoldTTL has passed.
+func (b *Broker) Kill() {
+	b.dead = true
+	b.Node.Halt()
+	_ = b.srv.Close()
+	b.wsh.AbortAll()
+	b.stop()
+	<-b.done
+}
+
 // Close shuts the broker down: end ends every session first (the memory store's shutdown);
-// otherwise connections are closed with 1012.
+// otherwise connections are closed with 1012. A killed broker is not shut down again.
 func (b *Broker) Close(end bool) {
+	if b.dead {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = b.Node.Shutdown(ctx, end)

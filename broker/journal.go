@@ -1,0 +1,242 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// Journaling (SPEC 15: killing a node loses no job; its sessions resume on another node). With
+// a store that outlives the node (jobs.SessionJournal: Redis), a node keeps what only it holds
+// of each session in the store all the time, not only when it shuts down (park.go): the
+// session's record — slots, declared tools, resume-token hashes, join-token hash — whenever it
+// changes, before the welcome or the reply that makes the change known; and every frame of every
+// outbox before any connection sees it, so that no client ever holds a seq the journal lacks.
+// The node holds each session under a lease of Config.HoldTTL that it renews with its holds.
+//
+// When a node dies its leases run out. The next node that hears of one of its sessions — a
+// hello naming it, an HTTP request about it, or its own sweep for orphaned sessions every
+// second — takes it over, exactly once, and rebuilds it from the journal as it rebuilds a parked
+// session: its slots' resume windows run from the node's last renewal, resume replays the
+// journaled outbox after last_seq, and the jobs that ended after that renewal (a deadline fired
+// by another node, a cancel through another node) are caught up with. A node that finds at a
+// renewal that a session's lease is no longer its own (it hung longer than the lease) lets the
+// session go: its connections are closed with 1012 and their clients resume on the new holder.
+//
+// What the journal does not keep: the text agent's conversations (a WebSocket text agent
+// starts a fresh one, and the timeline says `text_agent: restarted`), and completions queued for
+// narration but not yet voiced (a voice job that ended after the last renewal is voiced again
+// by the new node, as for a parked session).
+
+// journalTimeout bounds one journal write; a write that fails is logged and the frame goes out
+// all the same (the session lives on; only its durability against a crash is lost).
+const journalTimeout = 5 * time.Second
+
+// saveJournal writes the session's record to the journal and takes (or keeps) its lease.
+func (s *Session) saveJournal() {
+	j := s.node.journal
+	if j == nil || s.ended {
+		return
+	}
+	st := s.snapshot(time.Now(), false)
+	data, err := json.Marshal(st)
+	if err == nil {
+		slots := make([]string, 0, len(st.Slots))
+		for _, ps := range st.Slots {
+			slots = append(slots, ps.ID)
+		}
+		ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
+		defer cancel()
+		err = j.SaveSession(ctx, s.node.addr, s.tenant, s.id, data, slots, s.node.cfg.HoldTTL)
+	}
+	if err != nil {
+		s.node.log.Error("broker: journaling a session", "session", s.id, "err", err)
+		return
+	}
+	s.journaled.Store(true)
+}
+
+// journalFrame keeps a frame of slot sl's outbox in the journal (in place of the frame under the
+// same seq with replace).
+func (s *Session) journalFrame(sl *Slot, seq int64, data []byte, replace bool) {
+	j := s.node.journal
+	if j == nil || !s.journaled.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
+	defer cancel()
+	if err := j.AppendFrame(ctx, s.tenant, s.id, sl.id, seq, data, replace, s.node.cfg.Limits.OutboxFrames); err != nil {
+		s.node.log.Error("broker: journaling a frame", "session", s.id, "slot", sl.id, "seq", seq, "err", err)
+	}
+}
+
+// dropJournal deletes the session's journal: it ended, or it was parked.
+func (s *Session) dropJournal() {
+	j := s.node.journal
+	if j == nil || !s.journaled.Swap(false) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
+	defer cancel()
+	if err := j.DropSession(ctx, s.tenant, s.id); err != nil {
+		s.node.log.Warn("broker: dropping a session's journal", "session", s.id, "err", err)
+	}
+}
+
+// renewLeases renews the node's leases on its journaled sessions, one call per tenant, and lets
+// go of the sessions whose lease another node took.
+func (n *Node) renewLeases(ctx context.Context) {
+	if n.journal == nil {
+		return
+	}
+	byTenant := map[string][]string{}
+	n.mu.Lock()
+	for id, s := range n.sessions {
+		if s.journaled.Load() {
+			byTenant[s.tenant] = append(byTenant[s.tenant], id)
+		}
+	}
+	n.mu.Unlock()
+	for tenant, ids := range byTenant {
+		lost, err := n.journal.RenewLeases(ctx, n.addr, tenant, ids, n.cfg.HoldTTL)
+		if err != nil {
+			n.log.Warn("broker: renewing the node's leases", "tenant", tenant, "sessions", len(ids), "err", err)
+			continue
+		}
+		for _, id := range lost {
+			if s := n.session(id); s != nil && s.journaled.Load() {
+				n.log.Warn("broker: another node took over a session this node held", "session", id)
+				s.post(func() { s.letGo() })
+			}
+		}
+	}
+}
+
+// letGo gives up a session another node took over: its connections are closed with 1012 (their
+// clients resume on the new holder) and the node forgets it, without ending it.
+func (s *Session) letGo() {
+	if s.ended {
+		return
+	}
+	s.journaled.Store(false)
+	s.detachAll(StatusServiceRestart, "session moved to another node")
+	n := s.node
+	n.mu.Lock()
+	if n.sessions[s.id] == s {
+		delete(n.sessions, s.id)
+		n.metrics.sessions.Dec()
+	}
+	n.mu.Unlock()
+}
+
+// sweepOrphans takes over the journaled sessions of the node's tenants whose lease ran out
+// (their node died): their clocks go on here, and their clients find them on this node.
+func (n *Node) sweepOrphans() {
+	if n.journal == nil {
+		return
+	}
+	for _, tenant := range n.cfg.tenants() {
+		ids, err := n.journal.Orphaned(n.ctx, tenant, time.Now())
+		if err != nil {
+			n.log.Warn("broker: listing orphaned sessions", "tenant", tenant, "err", err)
+			continue
+		}
+		for _, id := range ids {
+			n.takeBack(tenant, id)
+		}
+	}
+}
+
+// takeOver takes a journaled session whose node died and returns it as a parked session, or
+// nil (held: another node's lease still runs).
+func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedState, held bool) {
+	if n.journal == nil {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
+	defer cancel()
+	js, err := n.journal.TakeOver(ctx, n.addr, tenant, id, n.cfg.HoldTTL)
+	if err != nil {
+		if errors.Is(err, jobs.ErrLeaseHeld) {
+			return nil, nil, true
+		}
+		if !errors.Is(err, jobs.ErrNotFound) {
+			n.log.Error("broker: taking over a session", "session", id, "err", err)
+		}
+		return nil, nil, false
+	}
+	st = &parkedState{}
+	if err := json.Unmarshal(js.Record, st); err != nil {
+		n.log.Error("broker: decoding a journaled session", "session", id, "err", err)
+		return nil, nil, false
+	}
+	// The node is taken to have died at its last renewal, a third of the lease before it ran
+	// out at the latest: the slots' resume windows run from then.
+	died := time.UnixMilli(js.LeaseEndMS).Add(-n.cfg.HoldTTL)
+	if died.After(time.Now()) || js.LeaseEndMS == 0 {
+		died = time.Now()
+	}
+	st.CallSeq = map[string]parkedCallOut{}
+	for i := range st.Slots {
+		ps := &st.Slots[i]
+		ps.DetachedMS = died.UnixMilli()
+		for _, f := range js.Outboxes[ps.ID] {
+			ps.Frames = append(ps.Frames, parkedFrame{Seq: f.Seq, Data: string(f.Data)})
+			if callID, ok := toolCallID(f.Data); ok {
+				st.CallSeq[callID] = parkedCallOut{Slot: ps.ID, Seq: f.Seq}
+			}
+		}
+		if n := len(ps.Frames); n > 0 {
+			ps.Next = ps.Frames[n-1].Seq + 1
+			ps.Sent = ps.Frames[n-1].Seq // a client may have seen every journaled frame
+		} else {
+			ps.Next, ps.Sent = 1, 0
+		}
+	}
+	st.Crashed = died.UnixMilli()
+	return &jobs.ParkedSession{Tenant: js.Tenant, SessionID: js.SessionID}, st, false
+}
+
+// toolCallID returns the call id of an encoded tool_call frame.
+func toolCallID(data []byte) (string, bool) {
+	if !bytes.HasPrefix(data, []byte(`{"type":"tool_call"`)) {
+		return "", false
+	}
+	var f struct {
+		Type   string `json:"type"`
+		CallID string `json:"call_id"`
+	}
+	if json.Unmarshal(data, &f) != nil || f.Type != "tool_call" {
+		return "", false
+	}
+	return f.CallID, true
+}
+
+// crashedJobs lists, for catchUp, the jobs of a session taken over from a dead node that ended
+// after the node died, among those whose tool_call the journal kept: their end was never
+// handled (tool_cancel, the text agent's or the voice side's part).
+func (s *Session) crashedJobs(st *parkedState) map[string]jobs.State {
+	was := map[string]jobs.State{}
+	for _, id := range slices.Sorted(maps.Keys(st.CallSeq)) {
+		j, err := s.engine().Lookup(s.ctx(), s.addr(id))
+		if err != nil {
+			continue
+		}
+		switch {
+		case !j.State.Terminal() || j.FinishedMS >= st.Crashed:
+			was[id] = jobs.Pending
+			if j.DeferredMS > 0 {
+				was[id] = jobs.Deferred
+			}
+		default:
+			delete(s.callSeq, id) // it ended, and was handled, before the node died
+		}
+	}
+	return was
+}

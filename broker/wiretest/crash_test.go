@@ -1,0 +1,161 @@
+package wiretest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backchannel-io/backchannel/broker"
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/internal/brokertest"
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// resumeMoving resumes on s's node until the session's lease of the killed node has run out
+// and the node took the session over, as an SDK's reconnect would: until then the hello is
+// answered by a retryable internal error (the session is moving), or — relayed to the dead node
+// while its liveness had not run out — its connection is closed with 1012 once it has. It
+// returns the connection, its welcome and how many attempts were refused.
+func (s *session) resumeMoving(name, token string, lastSeq int64, within time.Duration) (*Conn, Frame, int) {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	refused := 0
+	for {
+		c := Dial(s.t, s.b.WSURL, name)
+		c.SendHello(map[string]any{"id": nextID("resume-"), "role": "host", "session_id": s.sid, "resume_token": token, "last_seq": lastSeq})
+		w, err := c.Wait(within, func(f Frame) bool { return f.Type == "welcome" || f.Type == "error" })
+		switch {
+		case err != nil:
+			if st, _ := c.WaitClosed(time.Second); st != broker.StatusServiceRestart {
+				s.t.Fatalf("%s: a resume while the session's node is dead: %v (close status %v), want an answer or 1012", name, err, st)
+			}
+		case w.Type == "welcome":
+			c.Welcome = w
+			return c, w, refused
+		case w.Str("code") != "internal" || !w.Bool("retryable") || !strings.Contains(w.Str("message"), "moving"):
+			s.t.Fatalf("%s: a resume while the session's node is dead answered %s, want welcome or a retryable internal error (moving)", name, w)
+		}
+		c.Close()
+		refused++
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: the session was not taken over within %v of its node's death", name, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestKilledNodesSessionResumesElsewhere covers SPEC 15: "killing a node loses no job: its
+// sessions resume on another node". Node A holds a session with a deferred job and two calls
+// its host has not answered; it is killed (no shutdown: connections cut, nothing parked). One
+// of the calls is cancelled through node B while nobody holds the session. The host resumes on
+// node B: while A's lease runs it is told to try again; then B takes the session over from the
+// journal and the host gets every frame after its last_seq exactly as A sent them, the
+// tool_cancel of the call cancelled meanwhile, and tool_deferred_resume with its deferred job;
+// its results land on B. The timeline says the session was taken over; the used token is spent.
+func TestKilledNodesSessionResumesElsewhere(t *testing.T) {
+	t.Parallel()
+	const ttl = 900 * time.Millisecond
+	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second, HoldTTL: ttl})
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
+	handle := nextID("h-crash-")
+	deferred := s.deferJob(h, "a1", "export", handle, "exporting")
+	pending := s.call(h, "a2", "export").Str("call_id")
+	cancelled := s.call(h, "a3", "export").Str("call_id")
+	h.Absent(100*time.Millisecond, Any)
+	token, seen := h.Welcome.Str("resume_token"), h.LastSeq()
+	sent := h.History()[1:] // after the welcome
+	if seen != 5 || len(sent) != 5 {
+		t.Fatalf("the host saw up to seq %d (%d frames), want 5 (tools.declared, tool_call, ack, tool_call, tool_call)", seen, len(sent))
+	}
+
+	a.Kill()
+	if _, _, err := b.Node.Engine().Cancel(context.Background(), jobs.Addr{Tenant: brokertest.TenantA, SessionID: s.sid, CallID: cancelled},
+		frames.CancelAgentRequest); err != nil {
+		t.Fatal(err)
+	}
+
+	onB := s.on(b)
+	h2, w, refused := onB.resumeMoving("host on B", token, 1, 10*time.Second)
+	t.Logf("the resume was refused %d times while node A's lease ran", refused)
+	if w.Str("session_id") != s.sid || w.Str("resume_token") == "" || w.Str("resume_token") == token {
+		t.Errorf("SPEC 10: the welcome on node B: %s, want the session with a new token", w)
+	}
+	for i := 1; i < len(sent); i++ { // after last_seq 1
+		f := h2.Next()
+		if string(f.Raw) != string(sent[i].Raw) {
+			t.Fatalf("SPEC 10: replay on node B, frame %d:\n%s\nwant what node A sent:\n%s", i, f, sent[i])
+		}
+	}
+	tc := h2.Next()
+	if tc.Type != "tool_cancel" || tc.Str("call_id") != cancelled || tc.Str("reason") != "agent_request" || tc.Int("seq") != seen+1 {
+		t.Fatalf("SPEC 11: after the replay %s, want the tool_cancel of %s (agent_request) under seq %d", tc, cancelled, seen+1)
+	}
+	dr := h2.Next()
+	js := dr.Arr("jobs")
+	if dr.Type != "tool_deferred_resume" || len(js) != 1 {
+		t.Fatalf("SPEC 10: after the replay %s, want tool_deferred_resume with the deferred job", dr)
+	}
+	if j, _ := js[0].(map[string]any); j["call_id"] != deferred || j["handle"] != handle {
+		t.Errorf("SPEC 10: tool_deferred_resume on node B lists %v, want %s under %s", js[0], deferred, handle)
+	}
+
+	result(h2, "", handle, `{"rows":3}`)
+	result(h2, pending, "", `"done"`)
+	h2.Absent(200*time.Millisecond, TypeWith("error"))
+	es := onB.waitTimeline("both results on node B", func(es []Entry) bool {
+		return len(find(es, "result", deferred)) == 1 && len(find(es, "result", pending)) == 1
+	})
+	if len(find(es, "cancel", cancelled)) != 1 {
+		t.Errorf("the cancelled call's cancel entries:\n%s", dumpEntries(es))
+	}
+	over := false
+	for _, e := range find(es, "notice", "") {
+		if strings.HasPrefix(e.Detail["text"].(string), "session taken over by this node") {
+			over = true
+		}
+	}
+	if !over {
+		t.Errorf("node B's timeline does not show the takeover:\n%s", dumpEntries(es))
+	}
+	c, w2 := onB.resume("old token", token, seen, nil)
+	if w2.Type != "error" || w2.Str("code") != "resume_invalid" {
+		t.Errorf("SPEC 10: the used token answered %s on node B, want resume_invalid", w2)
+	}
+	c.ExpectClosed(broker.StatusPolicy)
+}
+
+// TestKilledNodesSessionExpires: a killed node's session that nobody resumes is taken over by
+// another node's sweep once the node's lease ran out, and ends with resume_expired when its
+// resume window — counted from the node's death — has passed: its open job cancelled with reason
+// discard, session_end on the timeline (SPEC 10, 15).
+func TestKilledNodesSessionExpires(t *testing.T) {
+	t.Parallel()
+	const ttl, window = 900 * time.Millisecond, 2 * time.Second
+	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: window, HoldTTL: ttl})
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
+	deferred := s.deferJob(h, "a1", "export", nextID("h-crash-"), "exporting")
+	killed := time.Now()
+	a.Kill()
+
+	storeTimeline(t, b, s.sid, "session_end", "")
+	es := timeline(t, b, s.sid, brokertest.KeyA)
+	end := find(es, "session_end", "")[0]
+	if end.Detail["reason"] != "resume_expired" {
+		t.Errorf("SPEC 10: session_end %s, want reason resume_expired", end)
+	}
+	if at := time.UnixMilli(end.AtMS); at.Before(killed.Add(window - ttl)) {
+		t.Errorf("SPEC 10: the session ended %v after its node was killed, before its resume window of %v", at.Sub(killed), window)
+	}
+	cancels := find(es, "cancel", deferred)
+	if len(cancels) != 1 || cancels[0].Detail["reason"] != "discard" {
+		t.Errorf("SPEC 10: the open job's cancel entries %v, want one with reason discard:\n%s", cancels, dumpEntries(es))
+	}
+	c, w := s.on(b).resume("late host", h.Welcome.Str("resume_token"), h.LastSeq(), nil)
+	if w.Type != "error" || w.Str("code") != "resume_expired" {
+		t.Errorf("SPEC 10: a resume after the window answered %s on node B, want resume_expired", w)
+	}
+	c.ExpectClosed(broker.StatusPolicy)
+}
