@@ -35,8 +35,8 @@ type Node struct {
 	relaying atomic.Bool // subscribed to the changes other nodes relay
 
 	// Relayed connections (remote.go, edge.go), when the store is shared.
-	addr     string             // this node's address among the nodes: NodeID plus a random suffix
-	dir      jobs.NodeDirectory // nil when the store is not shared
+	addr     string              // this node's address among the nodes: NodeID plus a random suffix
+	dir      jobs.NodeDirectory  // nil when the store is not shared
 	journal  jobs.SessionJournal // nil when the store does not outlive the node (journal.go)
 	relayMu  sync.Mutex
 	remotes  map[string]*remoteConn // held here, their edge elsewhere; by edge/conn
