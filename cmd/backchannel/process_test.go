@@ -380,6 +380,84 @@ func TestProcessServeRedisSIGTERM(t *testing.T) {
 	}
 }
 
+// TestProcessServeRedisSIGKILL covers SPEC 15, "killing a node loses no job: its sessions resume
+// on another node", with real processes: a serve process on Redis has a session whose host
+// deferred a job; it is killed with SIGKILL (nothing parked, connections cut). The host resumes
+// on another serve process on the same Redis, which takes the session over once the dead
+// process's lease (10 s) has run out: every frame is replayed, then tool_deferred_resume lists
+// the job, whose result the host then sends there.
+func TestProcessServeRedisSIGKILL(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t, redistest.Options{})
+	p, base := startServeProc(t, "serve-redis", "--store", "redis", "--redis-url", rs.URL())
+	exportTool := map[string]any{"name": "export", "description": "Exports the data.", "deferred": true,
+		"parameters": map[string]any{"type": "object"}}
+	host := wiretest.Dial(t, wsURL(base), "host")
+	w := host.Hello(map[string]any{"role": "host", "api_key": "dev", "tools": []any{exportTool}})
+	if w.Type != "welcome" {
+		t.Fatalf("host hello: %s", w)
+	}
+	host.Expect("tools.declared")
+	sid := w.Str("session_id")
+	agent := wiretest.Dial(t, wsURL(base), "agent")
+	if w := agent.Hello(map[string]any{"role": "agent", "session_id": sid, "join_token": w.Str("join_token")}); w.Type != "welcome" {
+		t.Fatalf("agent hello: %s", w)
+	}
+	agent.Send(map[string]any{"type": "agent.tool_call", "id": "tc-1", "call_id": "a1", "conversation_id": "root",
+		"name": "export", "arguments": map[string]any{}})
+	call := host.Expect("tool_call")
+	host.Send(map[string]any{"type": "tool_deferred", "id": "d-1", "call_id": call.Str("call_id"), "handle": "h-kill-1",
+		"status_label": "exporting"})
+	if ack := host.Expect("tool_deferred_ack"); !ack.Bool("accepted") {
+		t.Fatalf("the defer: %s", ack)
+	}
+	seen := host.LastSeq()
+
+	p.signal(syscall.SIGKILL)
+	<-p.exited
+	_, other := startServeProc(t, "serve-redis-2", "--store", "redis", "--redis-url", rs.URL())
+	deadline := time.Now().Add(30 * time.Second)
+	var again *wiretest.Conn
+	for again == nil {
+		c := wiretest.Dial(t, wsURL(other), "host on the other node")
+		c.SendHello(map[string]any{"role": "host", "session_id": sid, "resume_token": host.Welcome.Str("resume_token"), "last_seq": 0})
+		f, err := c.Wait(15*time.Second, func(f wiretest.Frame) bool { return f.Type == "welcome" || f.Type == "error" })
+		switch {
+		case err == nil && f.Type == "welcome":
+			again = c
+			continue
+		case err == nil && !f.Bool("retryable"):
+			t.Fatalf("SPEC 15: a resume on the other serve process answered %s, want a welcome or a retryable error", f)
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("SPEC 15: the killed process's session was not taken over within 30 s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for i, want := range []string{"tools.declared", "tool_call", "tool_deferred_ack"} {
+		if f := again.Next(); f.Type != want || f.Int("seq") != int64(i+1) {
+			t.Fatalf("SPEC 10: replay after last_seq 0, frame %d: %s, want %s", i+1, f, want)
+		}
+	}
+	r := again.Next()
+	if r.Type != "tool_deferred_resume" || r.Int("seq") != seen+1 || r.Compact("jobs") == "[]" {
+		t.Fatalf("SPEC 10: after the replay %s, want tool_deferred_resume with the job", r)
+	}
+	again.Send(map[string]any{"type": "tool_result", "id": "r-1", "handle": "h-kill-1", "output": map[string]any{"rows": 3}})
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		status, _, body := wiretest.HTTPDo(t, "GET", other+"/v1/sessions/"+sid+"/timeline", "dev", "", "")
+		if status == http.StatusOK && strings.Contains(string(body), `"kind":"result"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no result on the timeline of the other serve process: %d %s", status, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestProcessServeOpenAISimulator runs `simulate-realtime` and `serve --model openai` against
 // it as two processes: a caller's text turns reach the simulated model through the adapter,
 // which speaks (an agent transcript) and calls the host's tool, whose result it then voices.
