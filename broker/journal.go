@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"hash/maphash"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/backchannel-io/backchannel/broker/textagent"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
@@ -29,10 +31,12 @@ import (
 // renewal that a session's lease is no longer its own (it hung longer than the lease) lets the
 // session go: its connections are closed with 1012 and their clients resume on the new holder.
 //
-// What the journal does not keep: the text agent's conversations (a WebSocket text agent
-// starts a fresh one, and the timeline says `text_agent: restarted`), and completions queued for
-// narration but not yet voiced (a voice job that ended after the last renewal is voiced again
-// by the new node, as for a parked session).
+// A WebSocket text agent's state — conversations, calls, result queues, waits — is journaled
+// after each event that changed it (afterEvent), so a wait blocked on the dead node is answered
+// on the new one. What the journal does not keep: an MCP client's conversation (it is the
+// go-sdk session's: the client initializes again), and completions queued for narration but not
+// yet voiced (a voice job that ended after the node's last renewal is voiced by the new node,
+// as for a parked session).
 
 // journalTimeout bounds one journal write; a write that fails is logged and the frame goes out
 // all the same (the session lives on; only its durability against a crash is lost).
@@ -88,6 +92,32 @@ func (s *Session) dropJournal() {
 		s.node.log.Warn("broker: dropping a session's journal", "session", s.id, "err", err)
 	}
 }
+
+// afterEvent runs after each event of the session: the text agent's state, if the event changed
+// it, is journaled (its frames were, as they went out).
+func (s *Session) afterEvent() {
+	if s.node.journal == nil || s.text == nil || s.text.port != nil || !s.journaled.Load() {
+		return
+	}
+	data, err := json.Marshal(s.text.a.Export())
+	if err != nil {
+		return
+	}
+	sum := maphash.Bytes(agentSeed, data)
+	if sum == s.agentSum {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
+	defer cancel()
+	if err := s.node.journal.SaveAgentState(ctx, s.tenant, s.id, data); err != nil {
+		s.node.log.Error("broker: journaling the text agent's state", "session", s.id, "err", err)
+		return
+	}
+	s.agentSum = sum
+}
+
+// agentSeed seeds the hashes that tell whether a text agent's state changed.
+var agentSeed = maphash.MakeSeed()
 
 // renewLeases renews the node's leases on its journaled sessions, one call per tenant, and lets
 // go of the sessions whose lease another node took.
@@ -197,6 +227,14 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 			ps.Sent = ps.Frames[n-1].Seq // a client may have seen every journaled frame
 		} else {
 			ps.Next, ps.Sent = 1, 0
+		}
+	}
+	if len(js.AgentState) > 0 && st.TextAgent {
+		var ts textagent.State
+		if err := json.Unmarshal(js.AgentState, &ts); err != nil {
+			n.log.Error("broker: decoding a journaled text agent's state", "session", id, "err", err)
+		} else {
+			st.Text = &ts
 		}
 	}
 	st.Crashed = died.UnixMilli()

@@ -11,6 +11,8 @@ type mailbox struct {
 	events  []func()
 	running bool
 	closed  bool
+	// after, when set, runs after each event (changes drained inside an event included in it).
+	after func()
 }
 
 // post queues fn; priority puts it ahead of all non-priority events.
@@ -75,6 +77,9 @@ func (m *mailbox) run() {
 			return
 		}
 		fn()
+		if m.after != nil {
+			m.after()
+		}
 	}
 }
 

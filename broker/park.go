@@ -256,6 +256,7 @@ func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
 	s := &Session{node: n, id: p.SessionID, tenant: p.Tenant, created: time.UnixMilli(st.CreatedMS),
 		slots: make(map[string]*Slot), expired: make(map[string]bool), callSeq: make(map[string]callOut),
 		modelCfg: st.Model, orders: st.Orders}
+	s.mb.after = s.afterEvent
 	copy(s.joinHash[:], st.JoinHash)
 	for _, id := range st.Expired {
 		s.expired[id] = true

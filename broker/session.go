@@ -21,6 +21,7 @@ type Session struct {
 	created   time.Time
 	mb        mailbox
 	journaled atomic.Bool // its record is in the journal, under this node's lease (journal.go)
+	agentSum  uint64      // the hash of the text agent's state last journaled
 
 	// Owned by the session's events.
 	slots   map[string]*Slot
@@ -68,6 +69,7 @@ func newSession(n *Node, tenant string) *Session {
 		callSeq:   make(map[string]callOut),
 	}
 	s.joinHash = hashToken(s.joinToken)
+	s.mb.after = s.afterEvent
 	return s
 }
 

@@ -20,6 +20,9 @@ type SessionJournal interface {
 	// AppendFrame keeps data as the frame under seq of the slot's outbox, which keeps its
 	// newest max frames. With replace it takes the place of the frame already under seq.
 	AppendFrame(ctx context.Context, tenant, id, slot string, seq int64, data []byte, replace bool, max int) error
+	// SaveAgentState keeps the state of the session's text agent (the broker's encoding: its
+	// conversations, result queues and waits), if the session is journaled.
+	SaveAgentState(ctx context.Context, tenant, id string, state []byte) error
 	// RenewLeases renews, for ttl, node's leases on the tenant's sessions ids and returns the
 	// ids whose lease another node holds now, or nobody (they are no longer node's).
 	RenewLeases(ctx context.Context, node, tenant string, ids []string, ttl time.Duration) (lost []string, err error)
@@ -40,6 +43,8 @@ type JournaledSession struct {
 	Tenant    string
 	SessionID string
 	Record    []byte
+	// AgentState is the last state SaveAgentState kept (nil when none).
+	AgentState []byte
 	// Outboxes are each slot's kept frames, oldest first.
 	Outboxes map[string][]JournaledFrame
 	// LeaseEndMS is when the lease of the node that held it last ran out (epoch ms).

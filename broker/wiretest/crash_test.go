@@ -17,13 +17,13 @@ import (
 // answered by a retryable internal error (the session is moving), or — relayed to the dead node
 // while its liveness had not run out — its connection is closed with 1012 once it has. It
 // returns the connection, its welcome and how many attempts were refused.
-func (s *session) resumeMoving(name, token string, lastSeq int64, within time.Duration) (*Conn, Frame, int) {
+func (s *session) resumeMoving(name, role, token string, lastSeq int64, within time.Duration) (*Conn, Frame, int) {
 	s.t.Helper()
 	deadline := time.Now().Add(within)
 	refused := 0
 	for {
 		c := Dial(s.t, s.b.WSURL, name)
-		c.SendHello(map[string]any{"id": nextID("resume-"), "role": "host", "session_id": s.sid, "resume_token": token, "last_seq": lastSeq})
+		c.SendHello(map[string]any{"id": nextID("resume-"), "role": role, "session_id": s.sid, "resume_token": token, "last_seq": lastSeq})
 		w, err := c.Wait(within, func(f Frame) bool { return f.Type == "welcome" || f.Type == "error" })
 		switch {
 		case err != nil:
@@ -77,7 +77,7 @@ func TestKilledNodesSessionResumesElsewhere(t *testing.T) {
 	}
 
 	onB := s.on(b)
-	h2, w, refused := onB.resumeMoving("host on B", token, 1, 10*time.Second)
+	h2, w, refused := onB.resumeMoving("host on B", "host", token, 1, 10*time.Second)
 	t.Logf("the resume was refused %d times while node A's lease ran", refused)
 	if w.Str("session_id") != s.sid || w.Str("resume_token") == "" || w.Str("resume_token") == token {
 		t.Errorf("SPEC 10: the welcome on node B: %s, want the session with a new token", w)
@@ -158,4 +158,49 @@ func TestKilledNodesSessionExpires(t *testing.T) {
 		t.Errorf("SPEC 10: a resume after the window answered %s on node B, want resume_expired", w)
 	}
 	c.ExpectClosed(broker.StatusPolicy)
+}
+
+// TestTextAgentSurvivesNodeKill covers SPEC 13 and 15 across a crash: a text agent on node A has
+// a background call whose result is queued (not consumed), and a second one still running with
+// an exact wait blocked on it. Node A is killed. The agent and the host resume on node B, which
+// took the session over from the journal — the text agent's conversation and result queue
+// included: the queued result is still there for wait, and the running call's result, sent on
+// B, answers the wait that was blocked on A.
+func TestTextAgentSurvivesNodeKill(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second, HoldTTL: 900 * time.Millisecond})
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("report", "deferred", true, "timeout", "30s"))
+	done := s.deferJob(h, "a1", "report", nextID("h-done-"), "first") // a1 goes to the background
+	result(h, done, "", `"first result"`)
+	s.agent.Expect(func(f Frame) bool { // its completion prompt: the result is queued
+		return f.Type == "agent.prompt" && strings.Contains(f.Str("text"), "`a1` completed")
+	})
+	running := s.deferJob(h, "a2", "report", nextID("h-run-"), "second")
+	s.agentCall("w1", "wait", map[string]any{"tool_call_id": "a2"}) // blocks
+	s.agent.Absent(200*time.Millisecond, TypeWith("agent.tool_result", "call_id", "w1"))
+
+	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
+	hostToken, hostSeen := h.Welcome.Str("resume_token"), h.LastSeq()
+	a.Kill()
+
+	onB := s.on(b)
+	ag, _, _ := onB.resumeMoving("agent on B", "agent", agentToken, agentSeen, 10*time.Second)
+	onB.agent = ag
+	h2, _, _ := onB.resumeMoving("host on B", "host", hostToken, hostSeen, 10*time.Second)
+	h2.Expect("tool_deferred_resume")
+
+	result(h2, running, "", `"second result"`)
+	if r := onB.agentResult("w1"); r.Str("kind") != "result" || !strings.Contains(r.Str("content"), "second result") {
+		t.Errorf("SPEC 13: the wait blocked on node A, answered on node B: %s", r)
+	}
+	if r := onB.waitResult("a1"); !strings.Contains(r.Str("content"), "first result") {
+		t.Errorf("SPEC 13: the result queued on node A, waited for on node B: %s", r)
+	}
+	es := onB.timeline()
+	for _, e := range find(es, "notice", "") {
+		if e.Detail["text_agent"] == "restarted" {
+			t.Errorf("the text agent's conversation was restarted, not taken over: %s", e)
+		}
+	}
 }

@@ -287,7 +287,7 @@ func TestHolderNodeDies(t *testing.T) {
 	if d := time.Since(frozen); d < ttl/2 {
 		t.Errorf("the relayed connection was closed %v after its holder stopped, before its hold of %v could run out", d, ttl)
 	}
-	h2, _, _ := onB.resumeMoving("host after the crash", h.Welcome.Str("resume_token"), h.LastSeq(), 10*time.Second)
+	h2, _, _ := onB.resumeMoving("host after the crash", "host", h.Welcome.Str("resume_token"), h.LastSeq(), 10*time.Second)
 	if dr := h2.Next(); dr.Type != "tool_deferred_resume" || dr.Int("seq") != h.LastSeq()+1 {
 		t.Errorf("after the takeover: %s, want tool_deferred_resume under seq %d", dr, h.LastSeq()+1)
 	}

@@ -48,6 +48,14 @@ func (s *Store) AppendFrame(ctx context.Context, tenant, id, slot string, seq in
 	return nil
 }
 
+// SaveAgentState implements jobs.SessionJournal (lua/journal_agent.lua, pipelined).
+func (s *Store) SaveAgentState(ctx context.Context, tenant, id string, state []byte) error {
+	if _, err := s.batch.run(ctx, journalAgent, []string{s.keysOf(tenant).live(id)}, []any{state}); err != nil {
+		return fmt.Errorf("redisstore: journal a text agent's state: %w", err)
+	}
+	return nil
+}
+
 // RenewLeases implements jobs.SessionJournal (lua/journal_renew.lua, one script per tenant).
 func (s *Store) RenewLeases(ctx context.Context, node, tenant string, ids []string, ttl time.Duration) ([]string, error) {
 	if len(ids) == 0 {
@@ -94,7 +102,7 @@ func (s *Store) TakeOver(ctx context.Context, node, tenant, id string, ttl time.
 		return nil, jobs.ErrLeaseHeld
 	}
 	parts, ok := v.([]any)
-	if !ok || len(parts) != 3 {
+	if !ok || len(parts) != 4 {
 		return nil, fmt.Errorf("redisstore: take over a session: unexpected reply %v", v)
 	}
 	rec, _ := parts[0].(string)
@@ -102,6 +110,9 @@ func (s *Store) TakeOver(ctx context.Context, node, tenant, id string, ttl time.
 	endMS, _ := strconv.ParseInt(fmt.Sprint(parts[2]), 10, 64)
 	js := &jobs.JournaledSession{Tenant: tenant, SessionID: id, Record: []byte(rec), LeaseEndMS: endMS,
 		Outboxes: make(map[string][]jobs.JournaledFrame)}
+	if a, _ := parts[3].(string); a != "" {
+		js.AgentState = []byte(a)
+	}
 	if slotList == "" {
 		return js, nil
 	}

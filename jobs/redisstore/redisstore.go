@@ -19,7 +19,7 @@
 //	PREFIX{t:T}:parked:SESSION    string: a parked session (jobs.ParkedSession JSON; parked.go)
 //	PREFIX{t:T}:parked            sorted set: parked session ids by the end of their resume window
 //	PREFIXparked:SESSION          string: the tenant of a parked session (a resume token names none)
-//	PREFIX{t:T}:live:SESSION      hash: a live session's journal record, slot ids and lease holder (journal.go)
+//	PREFIX{t:T}:live:SESSION      hash: a live session's journal record, slot ids, lease holder, text-agent state (journal.go)
 //	PREFIX{t:T}:live              sorted set: journaled session ids by the end of their lease
 //	PREFIX{t:T}:out:SESSION:SLOT  stream: a slot's outbox, entry ids SEQ-0
 //	PREFIX{t:T}:rep:SESSION:SLOT  hash: seq -> the frame that took the place of that outbox entry

@@ -22,6 +22,8 @@ var (
 	journalRenewSrc string
 	//go:embed lua/journal_take.lua
 	journalTakeSrc string
+	//go:embed lua/journal_agent.lua
+	journalAgentSrc string
 
 	applyScript      = redis.NewScript(applySrc)
 	claimScript      = redis.NewScript(claimSrc)
@@ -30,4 +32,5 @@ var (
 	journalFrame     = redis.NewScript(journalFrameSrc)
 	journalRenew     = redis.NewScript(journalRenewSrc)
 	journalTake      = redis.NewScript(journalTakeSrc)
+	journalAgent     = redis.NewScript(journalAgentSrc)
 )

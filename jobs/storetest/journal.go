@@ -44,6 +44,15 @@ func RunJournal(t *testing.T, newStore Factory) {
 	if err := j.AppendFrame(ctx, tenantA, id, "sl1", 5, []byte(`{"again":5}`), false, 100); err == nil {
 		t.Error("AppendFrame under a seq the outbox already has (not a replacement): no error")
 	}
+	if err := j.SaveAgentState(ctx, tenantA, id, []byte(`{"agent":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.SaveAgentState(ctx, tenantA, id, []byte(`{"agent":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.SaveAgentState(ctx, tenantA, "sess_not_journaled", []byte(`{"agent":3}`)); err != nil {
+		t.Fatal(err)
+	}
 	// A second save (a new slot, a rotated token) replaces the record.
 	if err := j.SaveSession(ctx, "node-1", tenantA, id, []byte(`{"v":2}`), []string{"sl1", "sl2"}, time.Hour); err != nil {
 		t.Fatal(err)
@@ -103,8 +112,8 @@ func RunJournal(t *testing.T, newStore Factory) {
 		t.Fatalf("8 concurrent TakeOvers of an orphaned session: %d got it, %d found it held; want 1 and 7", len(got), held)
 	}
 	js := got[0]
-	if js.Tenant != tenantA || js.SessionID != id || string(js.Record) != `{"v":2}` {
-		t.Errorf("the session taken over: tenant %q, id %q, record %s; want %s, %s, the last saved", js.Tenant, js.SessionID, js.Record, tenantA, id)
+	if js.Tenant != tenantA || js.SessionID != id || string(js.Record) != `{"v":2}` || string(js.AgentState) != `{"agent":2}` {
+		t.Errorf("the session taken over: tenant %q, id %q, record %s, agent state %s; want %s, %s, the last saved of each", js.Tenant, js.SessionID, js.Record, js.AgentState, tenantA, id)
 	}
 	if end := time.UnixMilli(js.LeaseEndMS); end.After(time.Now()) || time.Since(end) > time.Minute {
 		t.Errorf("LeaseEndMS %v: want the end of node-1's lease, just past", end)
@@ -163,6 +172,9 @@ func RunJournal(t *testing.T, newStore Factory) {
 	}
 	if _, err := j.TakeOver(ctx, "node-4", "", id, time.Hour); !errors.Is(err, jobs.ErrNotFound) {
 		t.Errorf("TakeOver of a dropped session: %v, want ErrNotFound", err)
+	}
+	if _, err := j.TakeOver(ctx, "node-4", tenantA, "sess_not_journaled", time.Hour); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("TakeOver of a session whose only write was an agent state: %v, want ErrNotFound", err)
 	}
 	if ids, err := j.Orphaned(ctx, tenantA, time.Now().Add(2*time.Hour)); err != nil || len(ids) != 0 {
 		t.Errorf("Orphaned after the drop: %v, %v; want none", ids, err)
