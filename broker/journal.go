@@ -241,6 +241,26 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 	return &jobs.ParkedSession{Tenant: js.Tenant, SessionID: js.SessionID}, st, false
 }
 
+// redispatch sends again, for a session taken over from a dead node, the tool_call of each
+// pending job whose tool_call the journal does not have: the node died between the job's
+// transition and the frame's journaling, and since a frame goes out only once journaled, no host
+// has seen it.
+func (s *Session) redispatch(open []*jobs.Job) {
+	for _, j := range open {
+		if j.Local || j.State != jobs.Pending || j.Slot == "" {
+			continue
+		}
+		if _, ok := s.callSeq[j.CallID]; ok {
+			continue
+		}
+		sl := s.slots[j.Slot]
+		if sl == nil || sl.tools[j.Tool.Name] == nil {
+			continue
+		}
+		s.dispatch(sl, sl.tools[j.Tool.Name], j)
+	}
+}
+
 // toolCallID returns the call id of an encoded tool_call frame.
 func toolCallID(data []byte) (string, bool) {
 	if !bytes.HasPrefix(data, []byte(`{"type":"tool_call"`)) {

@@ -313,6 +313,9 @@ func (s *Session) takenBack(st *parkedState) {
 		was = s.crashedJobs(st)
 	}
 	s.catchUp(was, open)
+	if st.Crashed != 0 {
+		s.redispatch(open)
+	}
 	var last time.Time
 	for _, sl := range s.slots {
 		sl := sl

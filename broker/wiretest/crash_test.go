@@ -48,11 +48,13 @@ func (s *session) resumeMoving(name, role, token string, lastSeq int64, within t
 // TestKilledNodesSessionResumesElsewhere covers SPEC 15: "killing a node loses no job: its
 // sessions resume on another node". Node A holds a session with a deferred job and two calls
 // its host has not answered; it is killed (no shutdown: connections cut, nothing parked). One
-// of the calls is cancelled through node B while nobody holds the session. The host resumes on
-// node B: while A's lease runs it is told to try again; then B takes the session over from the
-// journal and the host gets every frame after its last_seq exactly as A sent them, the
-// tool_cancel of the call cancelled meanwhile, and tool_deferred_resume with its deferred job;
-// its results land on B. The timeline says the session was taken over; the used token is spent.
+// of the calls is cancelled through node B while nobody holds the session, and a new call is
+// made there (as if A had died between a call's transition and its tool_call). The host
+// resumes on node B: while A's lease runs it is told to try again; then B takes the session over
+// from the journal and the host gets every frame after its last_seq exactly as A sent them, the
+// tool_cancel of the call cancelled meanwhile, the new call's tool_call, and
+// tool_deferred_resume with its deferred job; its results land on B. The timeline says the
+// session was taken over; the used token is spent.
 func TestKilledNodesSessionResumesElsewhere(t *testing.T) {
 	t.Parallel()
 	const ttl = 900 * time.Millisecond
@@ -75,6 +77,12 @@ func TestKilledNodesSessionResumesElsewhere(t *testing.T) {
 		frames.CancelAgentRequest); err != nil {
 		t.Fatal(err)
 	}
+	slotID, _, _ := strings.Cut(token, "-")
+	late, err := b.Node.Engine().Call(context.Background(), jobs.NewCall{Tenant: brokertest.TenantA, SessionID: s.sid, Slot: slotID,
+		Tool: jobs.Tool{Name: "export", Timeout: 30 * time.Second, Deferred: true}, Arguments: []byte(`{"n":"a4"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	onB := s.on(b)
 	h2, w, refused := onB.resumeMoving("host on B", "host", token, 1, 10*time.Second)
@@ -92,6 +100,9 @@ func TestKilledNodesSessionResumesElsewhere(t *testing.T) {
 	if tc.Type != "tool_cancel" || tc.Str("call_id") != cancelled || tc.Str("reason") != "agent_request" || tc.Int("seq") != seen+1 {
 		t.Fatalf("SPEC 11: after the replay %s, want the tool_cancel of %s (agent_request) under seq %d", tc, cancelled, seen+1)
 	}
+	if tc := h2.Next(); tc.Type != "tool_call" || tc.Str("call_id") != late.CallID || tc.Int("seq") != seen+2 {
+		t.Fatalf("SPEC 15: after the tool_cancel %s, want the tool_call of %s, made while nobody held the session, under seq %d", tc, late.CallID, seen+2)
+	}
 	dr := h2.Next()
 	js := dr.Arr("jobs")
 	if dr.Type != "tool_deferred_resume" || len(js) != 1 {
@@ -103,9 +114,10 @@ func TestKilledNodesSessionResumesElsewhere(t *testing.T) {
 
 	result(h2, "", handle, `{"rows":3}`)
 	result(h2, pending, "", `"done"`)
+	result(h2, late.CallID, "", `"late done"`)
 	h2.Absent(200*time.Millisecond, TypeWith("error"))
 	es := onB.waitTimeline("both results on node B", func(es []Entry) bool {
-		return len(find(es, "result", deferred)) == 1 && len(find(es, "result", pending)) == 1
+		return len(find(es, "result", deferred)) == 1 && len(find(es, "result", pending)) == 1 && len(find(es, "result", late.CallID)) == 1
 	})
 	if len(find(es, "cancel", cancelled)) != 1 {
 		t.Errorf("the cancelled call's cancel entries:\n%s", dumpEntries(es))
