@@ -51,10 +51,12 @@ func (s *Session) saveJournal() {
 	st := s.snapshot(time.Now(), false)
 	data, err := json.Marshal(st)
 	if err == nil {
-		slots := make([]string, 0, len(st.Slots))
+		// Expired slots too: their outboxes are deleted with the session's journal.
+		slots := make([]string, 0, len(st.Slots)+len(st.Expired))
 		for _, ps := range st.Slots {
 			slots = append(slots, ps.ID)
 		}
+		slots = append(slots, st.Expired...)
 		ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
 		defer cancel()
 		err = j.SaveSession(ctx, s.node.addr, s.tenant, s.id, data, slots, s.node.cfg.HoldTTL)

@@ -27,6 +27,7 @@ type request struct {
 	script *redis.Script
 	keys   []string
 	args   []any
+	cmds   []redis.Cmder // plain commands, sent instead of a script (do)
 	reply  chan result
 }
 
@@ -50,7 +51,17 @@ func newBatcher(rdb redis.UniversalClient, workers, maxBatch int) *batcher {
 
 // run sends one script through a pipeline and waits for its reply.
 func (b *batcher) run(ctx context.Context, s *redis.Script, keys []string, args []any) (any, error) {
-	r := &request{ctx: ctx, script: s, keys: keys, args: args, reply: make(chan result, 1)}
+	return b.wait(ctx, &request{ctx: ctx, script: s, keys: keys, args: args, reply: make(chan result, 1)})
+}
+
+// do sends plain commands through a pipeline, one after the other, and waits until they are
+// answered; it returns the first error.
+func (b *batcher) do(ctx context.Context, cmds ...redis.Cmder) error {
+	_, err := b.wait(ctx, &request{ctx: ctx, cmds: cmds, reply: make(chan result, 1)})
+	return err
+}
+
+func (b *batcher) wait(ctx context.Context, r *request) (any, error) {
 	select {
 	case b.reqs <- r:
 	case <-ctx.Done():
@@ -134,10 +145,26 @@ func (b *batcher) send(batch []*request) {
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(live))
 	for i, r := range live {
+		if r.script == nil {
+			for _, c := range r.cmds {
+				_ = pipe.Process(ctx, c)
+			}
+			continue
+		}
 		cmds[i] = r.script.EvalSha(ctx, pipe, r.keys, r.args...)
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, r := range live {
+		if r.script == nil {
+			var err error
+			for _, c := range r.cmds {
+				if err = c.Err(); err != nil {
+					break
+				}
+			}
+			r.reply <- result{err: err}
+			continue
+		}
 		val, err := cmds[i].Result()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			val, err = r.script.Run(ctx, b.rdb, r.keys, r.args...).Result()

@@ -33,24 +33,31 @@ func (s *Store) SaveSession(ctx context.Context, node, tenant, id string, record
 	return nil
 }
 
-// AppendFrame implements jobs.SessionJournal (lua/journal_frame.lua, pipelined with the
-// scripts of other callers).
+// AppendFrame implements jobs.SessionJournal: XADD under the id SEQ-0 (or, replacing, HSET in
+// the slot's hash of replacements) and the key's TTL, plain commands pipelined with the other
+// callers' requests.
 func (s *Store) AppendFrame(ctx context.Context, tenant, id, slot string, seq int64, data []byte, replace bool, max int) error {
 	k := s.keysOf(tenant)
-	rep := "0"
+	var cmds []redis.Cmder
 	if replace {
-		rep = "1"
+		key := k.replaced(id, slot)
+		cmds = []redis.Cmder{redis.NewIntCmd(ctx, "HSET", key, seq, data), redis.NewBoolCmd(ctx, "PEXPIRE", key, journalTTL.Milliseconds())}
+	} else {
+		key := k.outbox(id, slot)
+		cmds = []redis.Cmder{redis.NewStringCmd(ctx, "XADD", key, "MAXLEN", "~", max, strconv.FormatInt(seq, 10)+"-0", "d", data),
+			redis.NewBoolCmd(ctx, "PEXPIRE", key, journalTTL.Milliseconds())}
 	}
-	args := []any{seq, data, rep, max, journalTTL.Milliseconds()}
-	if _, err := s.batch.run(ctx, journalFrame, []string{k.outbox(id, slot), k.replaced(id, slot)}, args); err != nil {
+	if err := s.batch.do(ctx, cmds...); err != nil {
 		return fmt.Errorf("redisstore: journal a frame: %w", err)
 	}
 	return nil
 }
 
-// SaveAgentState implements jobs.SessionJournal (lua/journal_agent.lua, pipelined).
+// SaveAgentState implements jobs.SessionJournal: HSET of the session's record field a, with
+// the record's TTL (a write that comes after the session's drop leaves a key that expires).
 func (s *Store) SaveAgentState(ctx context.Context, tenant, id string, state []byte) error {
-	if _, err := s.batch.run(ctx, journalAgent, []string{s.keysOf(tenant).live(id)}, []any{state}); err != nil {
+	key := s.keysOf(tenant).live(id)
+	if err := s.batch.do(ctx, redis.NewIntCmd(ctx, "HSET", key, "a", state), redis.NewBoolCmd(ctx, "PEXPIRE", key, journalTTL.Milliseconds())); err != nil {
 		return fmt.Errorf("redisstore: journal a text agent's state: %w", err)
 	}
 	return nil

@@ -16,21 +16,15 @@ var (
 	takeParkedSrc string
 	//go:embed lua/journal_save.lua
 	journalSaveSrc string
-	//go:embed lua/journal_frame.lua
-	journalFrameSrc string
 	//go:embed lua/journal_renew.lua
 	journalRenewSrc string
 	//go:embed lua/journal_take.lua
 	journalTakeSrc string
-	//go:embed lua/journal_agent.lua
-	journalAgentSrc string
 
 	applyScript      = redis.NewScript(applySrc)
 	claimScript      = redis.NewScript(claimSrc)
 	takeParkedScript = redis.NewScript(takeParkedSrc)
 	journalSave      = redis.NewScript(journalSaveSrc)
-	journalFrame     = redis.NewScript(journalFrameSrc)
 	journalRenew     = redis.NewScript(journalRenewSrc)
 	journalTake      = redis.NewScript(journalTakeSrc)
-	journalAgent     = redis.NewScript(journalAgentSrc)
 )
