@@ -32,8 +32,8 @@ import (
 // session go: its connections are closed with 1012 and their clients resume on the new holder.
 //
 // A WebSocket text agent's state — conversations, calls, result queues, waits — is journaled
-// after each event that changed it (afterEvent), so a wait blocked on the dead node is answered
-// on the new one. What the journal does not keep: an MCP client's conversation (it is the
+// every agentJournalEvery when events ran (afterEvent, journalAgents), so a wait blocked on the
+// dead node is answered on the new one. What the journal does not keep: an MCP client's conversation (it is the
 // go-sdk session's: the client initializes again), and completions queued for narration but not
 // yet voiced (a voice job that ended after the node's last renewal is voiced by the new node,
 // as for a parked session).
@@ -95,9 +95,37 @@ func (s *Session) dropJournal() {
 	}
 }
 
-// afterEvent runs after each event of the session: the text agent's state, if the event changed
-// it, is journaled (its frames were, as they went out).
+// afterEvent runs after each event of the session: one that may have changed the text agent's
+// state marks it for the next journaling of text agents (journalAgents).
 func (s *Session) afterEvent() {
+	if s.node.journal != nil && s.text != nil && s.text.port == nil {
+		s.agentDirty.Store(true)
+	}
+}
+
+// agentJournalEvery is how often a node journals the state of the text agents whose sessions
+// had events since: a crash loses at most that much of a text agent's state (frames are
+// journaled as they go out).
+const agentJournalEvery = 200 * time.Millisecond
+
+// journalAgents journals, on each session's loop, the text-agent state of every session marked
+// by afterEvent.
+func (n *Node) journalAgents() {
+	n.mu.Lock()
+	var dirty []*Session
+	for _, s := range n.sessions {
+		if s.agentDirty.Swap(false) {
+			dirty = append(dirty, s)
+		}
+	}
+	n.mu.Unlock()
+	for _, s := range dirty {
+		s.post(s.saveAgent)
+	}
+}
+
+// saveAgent journals the text agent's state if it changed since it was last journaled.
+func (s *Session) saveAgent() {
 	if s.node.journal == nil || s.text == nil || s.text.port != nil || !s.journaled.Load() {
 		return
 	}
@@ -215,13 +243,17 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 		died = time.Now()
 	}
 	st.CallSeq = map[string]parkedCallOut{}
+	st.Cancelled = map[string]bool{}
 	for i := range st.Slots {
 		ps := &st.Slots[i]
 		ps.DetachedMS = died.UnixMilli()
 		for _, f := range js.Outboxes[ps.ID] {
 			ps.Frames = append(ps.Frames, parkedFrame{Seq: f.Seq, Data: string(f.Data)})
-			if callID, ok := toolCallID(f.Data); ok {
+			switch typ, callID := jobFrame(f.Data); typ {
+			case "tool_call":
 				st.CallSeq[callID] = parkedCallOut{Slot: ps.ID, Seq: f.Seq}
+			case "tool_cancel":
+				st.Cancelled[callID] = true
 			}
 		}
 		if n := len(ps.Frames); n > 0 {
@@ -263,24 +295,27 @@ func (s *Session) redispatch(open []*jobs.Job) {
 	}
 }
 
-// toolCallID returns the call id of an encoded tool_call frame.
-func toolCallID(data []byte) (string, bool) {
-	if !bytes.HasPrefix(data, []byte(`{"type":"tool_call"`)) {
-		return "", false
+// jobFrame returns the type and call id of an encoded tool_call or tool_cancel frame ("" for
+// any other frame).
+func jobFrame(data []byte) (typ, callID string) {
+	if !bytes.HasPrefix(data, []byte(`{"type":"tool_call"`)) && !bytes.HasPrefix(data, []byte(`{"type":"tool_cancel"`)) {
+		return "", ""
 	}
 	var f struct {
 		Type   string `json:"type"`
 		CallID string `json:"call_id"`
 	}
-	if json.Unmarshal(data, &f) != nil || f.Type != "tool_call" {
-		return "", false
+	if json.Unmarshal(data, &f) != nil {
+		return "", ""
 	}
-	return f.CallID, true
+	return f.Type, f.CallID
 }
 
-// crashedJobs lists, for catchUp, the jobs of a session taken over from a dead node that ended
-// after the node died, among those whose tool_call the journal kept: their end was never
-// handled (tool_cancel, the text agent's or the voice side's part).
+// crashedJobs lists, for catchUp, the jobs of a session taken over from a dead node whose end
+// the node did not handle, among those whose tool_call the journal kept: a job cancelled or
+// timed out whose tool_cancel the journal lacks (since frames are journaled before they go out,
+// its host never heard of it), and any job that ended after the node's last renewal (the text
+// agent's or the voice side's part).
 func (s *Session) crashedJobs(st *parkedState) map[string]jobs.State {
 	was := map[string]jobs.State{}
 	for _, id := range slices.Sorted(maps.Keys(st.CallSeq)) {
@@ -289,7 +324,8 @@ func (s *Session) crashedJobs(st *parkedState) map[string]jobs.State {
 			continue
 		}
 		switch {
-		case !j.State.Terminal() || j.FinishedMS >= st.Crashed:
+		case !j.State.Terminal() || j.FinishedMS >= st.Crashed,
+			(j.State == jobs.Cancelled || j.State == jobs.TimedOut) && !st.Cancelled[id]:
 			was[id] = jobs.Pending
 			if j.DeferredMS > 0 {
 				was[id] = jobs.Deferred

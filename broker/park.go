@@ -43,6 +43,9 @@ type parkedState struct {
 	// Crashed is, for a session taken over from the journal of a node that died, when the node
 	// is taken to have died (epoch ms); 0 for a parked session.
 	Crashed int64 `json:"-"`
+	// Cancelled are, for a session taken over from a journal, the call ids whose tool_cancel
+	// the journal has.
+	Cancelled map[string]bool `json:"-"`
 }
 
 // parkedCallOut is where a job's tool_call went (callOut).

@@ -22,6 +22,8 @@ type Session struct {
 	mb        mailbox
 	journaled atomic.Bool // its record is in the journal, under this node's lease (journal.go)
 	agentSum  uint64      // the hash of the text agent's state last journaled
+	// agentDirty: an event ran since the text agent's state was last journaled.
+	agentDirty atomic.Bool
 
 	// Owned by the session's events.
 	slots   map[string]*Slot

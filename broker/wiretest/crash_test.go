@@ -9,6 +9,7 @@ import (
 	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/internal/brokertest"
+	"github.com/backchannel-io/backchannel/internal/redistest"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
@@ -190,7 +191,8 @@ func TestTextAgentSurvivesNodeKill(t *testing.T) {
 	})
 	running := s.deferJob(h, "a2", "report", nextID("h-run-"), "second")
 	s.agentCall("w1", "wait", map[string]any{"tool_call_id": "a2"}) // blocks
-	s.agent.Absent(200*time.Millisecond, TypeWith("agent.tool_result", "call_id", "w1"))
+	// Long enough for the text agent's state to be journaled (every 200 ms after events).
+	s.agent.Absent(700*time.Millisecond, TypeWith("agent.tool_result", "call_id", "w1"))
 
 	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
 	hostToken, hostSeen := h.Welcome.Str("resume_token"), h.LastSeq()
@@ -214,5 +216,51 @@ func TestTextAgentSurvivesNodeKill(t *testing.T) {
 		if e.Detail["text_agent"] == "restarted" {
 			t.Errorf("the text agent's conversation was restarted, not taken over: %s", e)
 		}
+	}
+}
+
+// TestNodeThatLostItsLeaseLetsGo: node A holds a session; the session's lease is then another
+// node's (written into the journal's record as a takeover writes it — what happens when A hung
+// longer than its lease). At its next renewal A lets the session go: its connections are closed
+// with 1012, without session.ended and without cancelling its job, and A no longer answers for
+// it; the host resumes on node B once the lease has run out, its deferred job still open.
+func TestNodeThatLostItsLeaseLetsGo(t *testing.T) {
+	t.Parallel()
+	const ttl = 900 * time.Millisecond
+	client := redistest.New(t)
+	prefix := redistest.Prefix(t)
+	cfg := broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second, HoldTTL: ttl}
+	a := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	b := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
+	handle := nextID("h-lost-")
+	deferred := s.deferJob(h, "a1", "export", handle, "exporting")
+
+	// The journal's record names its lease holder (jobs/redisstore: PREFIX{t:TENANT}:live:SESSION, field n).
+	if err := client.HSet(context.Background(), prefix+"{t:"+brokertest.TenantA+"}:live:"+s.sid, "n", "another-node").Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.ExpectClosed(broker.StatusServiceRestart)
+	s.agent.ExpectClosed(broker.StatusServiceRestart)
+	noFrames := func(c *Conn, typ string) {
+		for _, f := range c.History() {
+			if f.Type == typ {
+				t.Errorf("%s got %s from the node that lost the session", c.Name, f)
+			}
+		}
+	}
+	noFrames(h, "session.ended")
+	noFrames(h, "tool_cancel")
+	c, w := s.resume("host back on A", h.Welcome.Str("resume_token"), h.LastSeq(), nil)
+	if w.Type == "welcome" {
+		t.Errorf("node A, which let the session go, still resumed it: %s", w)
+	}
+	c.Close()
+
+	h2, _, _ := s.on(b).resumeMoving("host on B", "host", h.Welcome.Str("resume_token"), h.LastSeq(), 10*time.Second)
+	dr := h2.Next()
+	if js := dr.Arr("jobs"); dr.Type != "tool_deferred_resume" || len(js) != 1 || js[0].(map[string]any)["call_id"] != deferred {
+		t.Errorf("after the move: %s, want tool_deferred_resume with %s", dr, deferred)
 	}
 }
