@@ -19,6 +19,9 @@ var _ jobs.SessionJournal = (*Store)(nil)
 // died for good is found by the next node's sweep long before.
 const journalTTL = 7 * 24 * time.Hour
 
+// ttlEvery: an outbox's TTL is set with its first frame and renewed every ttlEvery frames.
+const ttlEvery = 256
+
 // SaveSession implements jobs.SessionJournal (lua/journal_save.lua), then records the session's
 // tenant for tenant-less lookups.
 func (s *Store) SaveSession(ctx context.Context, node, tenant, id string, record []byte, slots []string, ttl time.Duration) error {
@@ -34,8 +37,7 @@ func (s *Store) SaveSession(ctx context.Context, node, tenant, id string, record
 }
 
 // AppendFrame implements jobs.SessionJournal: XADD under the id SEQ-0 (or, replacing, HSET in
-// the slot's hash of replacements) and the key's TTL, plain commands pipelined with the other
-// callers' requests.
+// the slot's hash of replacements), plain commands pipelined with the other callers' requests.
 func (s *Store) AppendFrame(ctx context.Context, tenant, id, slot string, seq int64, data []byte, replace bool, max int) error {
 	k := s.keysOf(tenant)
 	var cmds []redis.Cmder
@@ -44,8 +46,10 @@ func (s *Store) AppendFrame(ctx context.Context, tenant, id, slot string, seq in
 		cmds = []redis.Cmder{redis.NewIntCmd(ctx, "HSET", key, seq, data), redis.NewBoolCmd(ctx, "PEXPIRE", key, journalTTL.Milliseconds())}
 	} else {
 		key := k.outbox(id, slot)
-		cmds = []redis.Cmder{redis.NewStringCmd(ctx, "XADD", key, "MAXLEN", "~", max, strconv.FormatInt(seq, 10)+"-0", "d", data),
-			redis.NewBoolCmd(ctx, "PEXPIRE", key, journalTTL.Milliseconds())}
+		cmds = []redis.Cmder{redis.NewStringCmd(ctx, "XADD", key, "MAXLEN", "~", max, strconv.FormatInt(seq, 10)+"-0", "d", data)}
+		if seq%ttlEvery == 1 { // the first frame, then now and then: the TTL is a backstop
+			cmds = append(cmds, redis.NewBoolCmd(ctx, "PEXPIRE", key, journalTTL.Milliseconds()))
+		}
 	}
 	if err := s.batch.do(ctx, cmds...); err != nil {
 		return fmt.Errorf("redisstore: journal a frame: %w", err)
