@@ -83,3 +83,22 @@ func TestVoiceCallerOnAnotherNode(t *testing.T) {
 	vs.expectNarrations(j.callID, "completion", 0, "queued/1", "speaking/1", "delivered/1")
 	vs.hear(from, "upload is done: uploaded")
 }
+
+// TestVoiceCallerAudioOnAnotherNode: the caller's *audio* crosses nodes too (SPEC 15, 17). The
+// caller resumes on node B, which relays its binary µ-law frames to node A, where the session's
+// VAD hears the caller talk: a milestone that arrives meanwhile is held until the caller has
+// been quiet for the grace, then spoken and heard through B (milestoneHeldWhileCallerSpeaks).
+func TestVoiceCallerAudioOnAnotherNode(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t)
+	a.WaitRelaying(t)
+	b.WaitRelaying(t)
+	vs := newVoiceSession(t, a, true)
+	token, seen := vs.callerW.str("resume_token"), vs.caller.lastSeqSeen()
+	vs.caller.close()
+	vs.caller = dial(t, b.WSURL, "caller on B")
+	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": token, "last_seq": seen}); w.Type != "welcome" {
+		t.Fatalf("SPEC 10, 15: the caller's resume through node B answered %s", w)
+	}
+	milestoneHeldWhileCallerSpeaks(t, vs)
+}

@@ -273,14 +273,16 @@ func serve(args []string) error {
 		rtc.Register(mux)
 	})
 
+	// The signals are caught before the port accepts connections: a SIGTERM sent as soon as the
+	// port answers shuts down gracefully (exit 0), never kills the process.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %v", c.addr, err)
 	}
 	node.Advertise(advertiseURL(ln.Addr().(*net.TCPAddr)))
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	ran := make(chan struct{})
