@@ -98,7 +98,7 @@ func (a *Agent) Export() State {
 			ks := CallState{ID: k.id, Name: k.name, Builtin: k.builtin, Local: k.local, BrokerID: k.brokerID,
 				StartedMS: k.started.UnixMilli(), Background: k.background, Finished: k.finished,
 				CancelRequested: k.cancelRequested, State: k.state, Consumed: k.consumed}
-			if k.outcome != nil {
+			if k.outcome != nil && !k.consumed { // a consumed result is never given again
 				ks.Outcome = exportContent(*k.outcome)
 			}
 			if k.wait != nil && k.wait.target != nil {
