@@ -106,7 +106,7 @@ func (s *Session) afterEvent() {
 // agentJournalEvery is how often a node journals the state of the text agents whose sessions
 // had events since: a crash loses at most that much of a text agent's state (frames are
 // journaled as they go out).
-const agentJournalEvery = 500 * time.Millisecond
+const agentJournalEvery = time.Second
 
 // journalAgents journals, on each session's loop, the text-agent state of every session marked
 // by afterEvent.

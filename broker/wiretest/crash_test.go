@@ -191,8 +191,8 @@ func TestTextAgentSurvivesNodeKill(t *testing.T) {
 	})
 	running := s.deferJob(h, "a2", "report", nextID("h-run-"), "second")
 	s.agentCall("w1", "wait", map[string]any{"tool_call_id": "a2"}) // blocks
-	// Long enough for the text agent's state to be journaled (every 500 ms after events).
-	s.agent.Absent(1500*time.Millisecond, TypeWith("agent.tool_result", "call_id", "w1"))
+	// Long enough for the text agent's state to be journaled (every second after events).
+	s.agent.Absent(2500*time.Millisecond, TypeWith("agent.tool_result", "call_id", "w1"))
 
 	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
 	hostToken, hostSeen := h.Welcome.Str("resume_token"), h.LastSeq()
