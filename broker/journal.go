@@ -98,6 +98,10 @@ func (s *Session) dropJournal() {
 // afterEvent runs after each event of the session: one that may have changed the text agent's
 // state marks it for the next journaling of text agents (journalAgents).
 func (s *Session) afterEvent() {
+	if s.agentSaved {
+		s.agentSaved = false // the event was saveAgent: it changed nothing
+		return
+	}
 	if s.node.journal != nil && s.text != nil && s.text.port == nil {
 		s.agentDirty.Store(true)
 	}
@@ -126,6 +130,7 @@ func (n *Node) journalAgents() {
 
 // saveAgent journals the text agent's state if it changed since it was last journaled.
 func (s *Session) saveAgent() {
+	s.agentSaved = true
 	if s.node.journal == nil || s.text == nil || s.text.port != nil || !s.journaled.Load() {
 		return
 	}

@@ -24,6 +24,7 @@ type Session struct {
 	agentSum  uint64      // the hash of the text agent's state last journaled
 	// agentDirty: an event ran since the text agent's state was last journaled.
 	agentDirty atomic.Bool
+	agentSaved bool // the event running is saveAgent (afterEvent does not mark it dirty)
 
 	// Owned by the session's events.
 	slots   map[string]*Slot
