@@ -180,11 +180,14 @@ func NoSession(id string) *frames.Error {
 	return frames.Errorf(frames.CodeNotFound, "no session %q", id)
 }
 
-// AuthStatus is the HTTP status of an error AuthorizeSession returns: 404 for not_found, 401
-// otherwise.
+// AuthStatus is the HTTP status of an error AuthorizeSession returns: 404 for not_found, 503
+// for a session that is moving to another node (try again), 401 otherwise.
 func AuthStatus(e *frames.Error) int {
-	if e.Code == frames.CodeNotFound {
+	switch e.Code {
+	case frames.CodeNotFound:
 		return http.StatusNotFound
+	case frames.CodeInternal:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusUnauthorized
 }
@@ -192,15 +195,20 @@ func AuthStatus(e *frames.Error) int {
 // AuthorizeSession checks token — an API key of the session's tenant, or the session's join
 // token — for the resources of session id (SPEC 3.1, 3.5). It returns the session's tenant and
 // whether the session is still live (an ended one is remembered for the retention period), or an
-// error frame: not_found (no such session, or one of another tenant: exactly alike) or
-// unauthorized.
+// error frame: not_found (no such session, or one of another tenant: exactly alike),
+// unauthorized, or a retryable internal error while the session moves from a node that died.
 func (n *Node) AuthorizeSession(id, token string) (tenant string, live bool, err *frames.Error) {
 	keyTenant, isKey := n.tenantOf(token)
 	var sTenant string
 	var joinHash [32]byte
 	s := n.session(id)
 	if s == nil {
-		s = n.takeBack("", id) // parked by a node that stopped: this node serves it now
+		var held bool
+		// Parked by a node that stopped, or journaled by one that died: this node serves it now.
+		s, held = n.claim(keyTenant, id)
+		if held && !n.holderAlive(id) {
+			return "", false, moving(id) // its node died; a node takes it over within HoldTTL
+		}
 	}
 	if s != nil {
 		sTenant, joinHash, live = s.tenant, s.joinHash, true

@@ -300,6 +300,21 @@ func (s *Session) redispatch(open []*jobs.Job) {
 	}
 }
 
+// holderAlive reports whether a live node holds session id (false when the store cannot tell).
+func (n *Node) holderAlive(id string) bool {
+	if n.dir == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
+	defer cancel()
+	holder, _, err := n.dir.SessionHolder(ctx, id)
+	if err != nil || holder == "" {
+		return false
+	}
+	alive, err := n.dir.NodesAlive(ctx, []string{holder})
+	return err == nil && alive[holder]
+}
+
 // jobFrame returns the type and call id of an encoded tool_call or tool_cancel frame ("" for
 // any other frame).
 func jobFrame(data []byte) (typ, callID string) {

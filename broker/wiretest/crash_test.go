@@ -2,6 +2,7 @@ package wiretest
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,14 @@ func TestKilledNodesSessionResumesElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	// Its timeline, asked of node B while node A's lease runs: try again — 502 while B still
+	// forwards to A (A's liveness has not run out), 503 once it has and the session is moving.
+	status, _, body := HTTPDo(t, "GET", b.URL+"/v1/sessions/"+s.sid+"/timeline", brokertest.KeyA, "", "")
+	if status != http.StatusBadGateway && status != http.StatusServiceUnavailable {
+		t.Errorf("the timeline of a session whose node just died: %d %s, want 502 or 503", status, body)
+	}
+	checkHTTPError(t, "the same", status, body, status, "internal")
 
 	onB := s.on(b)
 	h2, w, refused := onB.resumeMoving("host on B", "host", token, 1, 10*time.Second)
