@@ -327,6 +327,10 @@ func moving(id string) *frames.Error {
 // attach attaches a hello's connection to a new slot, or resumes one (SPEC 3, 10).
 func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, *frames.Error) {
 	if s.ended {
+		// A hello that found the session just before it ended is answered as after (sessionFor).
+		if slotID, _, ok := parseResumeToken(h.ResumeToken); ok && s.endInfo != nil && s.endInfo.expiredSlots[slotID] {
+			return nil, frames.Errorf(frames.CodeResumeExpired, "the resume window of this slot has passed")
+		}
 		return nil, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", s.id)
 	}
 	if h.ResumeToken != "" {

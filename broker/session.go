@@ -32,6 +32,7 @@ type Session struct {
 	caller  *Slot
 	agent   *Slot
 	ended   bool
+	endInfo *endedSession   // once ended: what late hellos are answered from
 	idle    *time.Timer     // ends the session when nothing was attached for the resume window
 	expired map[string]bool // ids of slots whose resume window ran out
 	callSeq map[string]callOut
@@ -249,8 +250,9 @@ func (s *Session) end(reason frames.EndReason) {
 		}
 	}
 	s.record(jobs.KindSessionEnd, map[string]any{"reason": string(reason)})
-	s.dropJournal()
+	s.endInfo = info
 	s.node.forget(s, info)
+	s.dropJournal()
 	s.mb.close()
 }
 

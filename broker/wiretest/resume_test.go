@@ -419,3 +419,28 @@ func TestResumeRacesCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestExpiredSlotRightAfterTheEnd: a resume of a slot whose window ran out, sent the moment the
+// session ended (session.ended seen by another connection), answers resume_expired — also when
+// it reaches the session while its end is still being written (SPEC 10; the Redis store's end
+// takes a few round trips), never session_ended.
+func TestExpiredSlotRightAfterTheEnd(t *testing.T) {
+	t.Parallel()
+	const window = 400 * time.Millisecond
+	eachStore(t, broker.Config{ResumeWindow: window}, func(t *testing.T, b *brokertest.Broker) {
+		for i := range 5 {
+			s := newSession(t, b, brokertest.KeyA)
+			h := s.host("host", decl("job"))
+			token, seen := h.Welcome.Str("resume_token"), h.LastSeq()
+			h.Cut()
+			time.Sleep(window + 300*time.Millisecond)
+			s.agent.Send(map[string]any{"type": "session.end", "id": nextID("end-")})
+			s.agent.Expect("session.ended")
+			c, w := s.resume("late host", token, seen, nil)
+			if w.Type != "error" || w.Str("code") != "resume_expired" {
+				t.Fatalf("round %d: the expired slot's resume right after the end answered %s, want resume_expired", i, w)
+			}
+			c.ExpectClosed(broker.StatusPolicy)
+		}
+	})
+}
