@@ -88,6 +88,7 @@ func (t *textAgent) StartCall(r textagent.CallRequest) (string, string) {
 		return "", msg
 	}
 	nc.Slot, nc.Tool = sl.id, tool.Job
+	nc.Frame = s.callFrameOut(sl, tool)
 	j, err := s.engine().Call(s.ctx(), nc)
 	if err != nil {
 		return "", "Tool call could not be started: the job store failed"
@@ -102,7 +103,7 @@ func (t *textAgent) StartCall(r textagent.CallRequest) (string, string) {
 		return "", fmt.Sprintf("Tool %s requires spoken permission", r.Name)
 	}
 	if j.State == jobs.Pending {
-		s.dispatch(sl, tool, j)
+		s.dispatchOut(sl, tool, j, nc.Frame)
 	}
 	return j.CallID, ""
 }

@@ -64,14 +64,28 @@ func (s *Session) route(name string) (*Slot, *Tool) {
 }
 
 // dispatch sends a pending job's tool_call to its slot and remembers where it went.
-func (s *Session) dispatch(sl *Slot, t *Tool, j *jobs.Job) {
+func (s *Session) dispatch(sl *Slot, t *Tool, j *jobs.Job) { s.dispatchOut(sl, t, j, nil) }
+
+// dispatchOut is dispatch of a tool_call the job's transition may have journaled (fo, from
+// callFrameOut).
+func (s *Session) dispatchOut(sl *Slot, t *Tool, j *jobs.Job, fo *jobs.FrameOut) {
+	seq := s.sendOut(sl, fo, s.toolCall(t, j))
+	s.callSeq[j.CallID] = callOut{slot: sl.id, seq: seq}
+}
+
+// toolCall is a job's tool_call frame.
+func (s *Session) toolCall(t *Tool, j *jobs.Job) *frames.ToolCall {
 	args := j.Arguments
 	if len(args) == 0 {
 		args = []byte("{}")
 	}
-	seq := s.send(sl, &frames.ToolCall{CallID: j.CallID, Name: t.Decl.Name, Arguments: args,
-		Deferred: t.Job.Deferred, TimeoutMS: t.timeoutMS(), SessionID: s.id})
-	s.callSeq[j.CallID] = callOut{slot: sl.id, seq: seq}
+	return &frames.ToolCall{CallID: j.CallID, Name: t.Decl.Name, Arguments: args,
+		Deferred: t.Job.Deferred, TimeoutMS: t.timeoutMS(), SessionID: s.id}
+}
+
+// callFrameOut prepares a new job's tool_call to be journaled with the call's transition.
+func (s *Session) callFrameOut(sl *Slot, t *Tool) *jobs.FrameOut {
+	return s.frameOut(sl, func(seq int64, o any) []byte { return encodeWithSeq(s.toolCall(t, o.(*jobs.Job)), seq) })
 }
 
 // jobAddr turns the call_id/handle pair of a host frame into an address.
@@ -106,13 +120,27 @@ func describeRef(callID, handle string) string {
 
 // deferCall answers tool_deferred with tool_deferred_ack (SPEC 6).
 func (s *Session) deferCall(sl *Slot, f *frames.ToolDeferred) {
-	ack, err := s.engine().Defer(s.ctx(), s.jobAddr(f.CallID, ""), f.Handle, f.StatusLabel)
+	fo := s.frameOut(sl, func(seq int64, o any) []byte {
+		ack := o.(frames.ToolDeferredAck)
+		ack.Ref = f.ID
+		return encodeWithSeq(&ack, seq)
+	})
+	ack, err := s.engine().DeferWithFrame(s.ctx(), s.jobAddr(f.CallID, ""), f.Handle, f.StatusLabel, fo)
 	if err != nil {
 		s.sendError(sl, f.ID, jobError(err, f.CallID, ""))
 		return
 	}
 	ack.Ref = f.ID
-	s.send(sl, &ack)
+	s.sendOut(sl, fo, &ack)
+}
+
+// encodeWithSeq encodes f with its seq (nil when it cannot be encoded).
+func encodeWithSeq(f frames.Frame, seq int64) []byte {
+	data, err := frames.Encode(f)
+	if err != nil {
+		return nil
+	}
+	return withSeq(data, f.FrameType(), seq)
 }
 
 // progress applies tool_progress: answered with nothing on success (SPEC 7).

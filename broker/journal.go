@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/backchannel-io/backchannel/broker/textagent"
+	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
@@ -313,6 +314,32 @@ func (n *Node) holderAlive(id string) bool {
 	}
 	alive, err := n.dir.NodesAlive(ctx, []string{holder})
 	return err == nil && alive[holder]
+}
+
+// frameOut prepares slot sl's next frame to be appended to the journal by the transition that
+// causes it (jobs.FrameOut: the tool_call of a new job, the ack of a defer), or returns nil when
+// the session is not journaled. render encodes the frame, seq included, from the operation's
+// outcome. Nothing may enter the slot's outbox between this and sendOut.
+func (s *Session) frameOut(sl *Slot, render func(seq int64, outcome any) []byte) *jobs.FrameOut {
+	if s.node.journal == nil || !s.journaled.Load() {
+		return nil
+	}
+	seq := sl.out.next
+	return &jobs.FrameOut{Slot: sl.id, Seq: seq, Max: s.node.cfg.Limits.OutboxFrames,
+		Render: func(o any) []byte { return render(seq, o) }}
+}
+
+// sendOut sends f to slot sl: as its transition journaled it (fo applied), or like any frame.
+func (s *Session) sendOut(sl *Slot, fo *jobs.FrameOut, f frames.Frame) int64 {
+	if fo == nil || !fo.Applied || len(fo.Data) == 0 {
+		return s.send(sl, f)
+	}
+	if sl.out.next != fo.Seq {
+		s.node.log.Error("broker: a frame journaled with its transition lost its seq", "session", s.id, "slot", sl.id,
+			"seq", fo.Seq, "next", sl.out.next)
+		return s.send(sl, f)
+	}
+	return s.put(sl, f, func(int64) []byte { return fo.Data }, false)
 }
 
 // jobFrame returns the type and call id of an encoded tool_call or tool_cancel frame ("" for

@@ -177,12 +177,20 @@ func (s *Session) send(sl *Slot, f frames.Frame) int64 {
 		f = ie
 	}
 	typ := f.FrameType()
-	of := sl.out.push(func(seq int64) []byte { return withSeq(data, typ, seq) })
+	return s.put(sl, f, func(seq int64) []byte { return withSeq(data, typ, seq) }, true)
+}
+
+// put puts a frame, rendered with its seq, in a slot's outbox, journals it (unless its
+// transition did: journal.go), and hands it to the slot's connection, if one is attached.
+func (s *Session) put(sl *Slot, f frames.Frame, render func(seq int64) []byte, journal bool) int64 {
+	of := sl.out.push(render)
 	s.node.metrics.framesOut.Inc()
 	if e, ok := f.(*frames.Error); ok {
 		s.node.metrics.errors.WithLabelValues(string(e.Code)).Inc()
 	}
-	s.journalFrame(sl, of.seq, of.data, false) // before any connection sees it
+	if journal {
+		s.journalFrame(sl, of.seq, of.data, false) // before any connection sees it
+	}
 	if sl.client != nil {
 		sl.client.tr.Send(of.data)
 		sl.sent = of.seq

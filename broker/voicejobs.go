@@ -37,8 +37,9 @@ func (v *voice) toolCall(callID, name string, args json.RawMessage) {
 		v.m.ToolResult(callID, fmt.Sprintf("Too many open tool calls in this session (limit %d)", s.node.cfg.Limits.MaxOpenJobs), true, true)
 		return
 	}
+	fo := s.callFrameOut(sl, tool)
 	j, err := s.engine().Call(s.ctx(), jobs.NewCall{Tenant: s.tenant, SessionID: s.id, Slot: sl.id, Tool: tool.Job,
-		Arguments: args, AgentCallID: callID})
+		Arguments: args, AgentCallID: callID, Frame: fo})
 	if err != nil {
 		v.m.ToolResult(callID, "the tool call could not be started; try again", true, true)
 		return
@@ -51,7 +52,7 @@ func (v *voice) toolCall(callID, name string, args json.RawMessage) {
 	if j.State == jobs.AwaitingPermission {
 		v.askPermission(vc, j)
 	} else {
-		s.dispatch(sl, tool, j)
+		s.dispatchOut(sl, tool, j, fo)
 	}
 	v.openJobsContext()
 }

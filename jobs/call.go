@@ -22,6 +22,10 @@ type NewCall struct {
 	AgentCallID    string
 	Local          bool
 	ParentCallID   string
+	// Frame, when set, is the job's tool_call, appended to its slot's outbox with the call's
+	// transition (FrameOut) when the job is created pending (not awaiting permission) and has no
+	// parent call.
+	Frame *FrameOut
 }
 
 // ErrCallExists is returned by Call for a CallID that is already taken.
@@ -50,6 +54,10 @@ func (e *Engine) Call(ctx context.Context, c NewCall) (*Job, error) {
 		none := &Job{Tenant: c.Tenant, SessionID: c.SessionID, CallID: c.CallID}
 		t := e.write(none, j, now, entry(now, KindCall, j, map[string]any{"name": c.Tool.Name, "state": string(j.State)}))
 		t.From = ""
+		if f := c.Frame; f != nil && j.State == Pending && c.ParentCallID == "" {
+			f.Data = f.Render(j)
+			t.Frame = f
+		}
 		err := e.commit(ctx, t)
 		if isConflict(err) {
 			if mint && attempt < maxAttempts {
@@ -59,6 +67,9 @@ func (e *Engine) Call(ctx context.Context, c NewCall) (*Job, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if t.Frame != nil {
+			t.Frame.Applied = true
 		}
 		e.applied(ctx, &plan{t: t, change: Change{Event: EventCreated}})
 		if t.ParentState == Cancelled || t.ParentState == TimedOut {

@@ -14,6 +14,13 @@ import (
 // answered the same again with no second transition. The error is non-nil only when the store
 // failed.
 func (e *Engine) Defer(ctx context.Context, a Addr, handle, statusLabel string) (frames.ToolDeferredAck, error) {
+	return e.DeferWithFrame(ctx, a, handle, statusLabel, nil)
+}
+
+// DeferWithFrame is Defer whose accepting transition appends the ack to the host's outbox in
+// the same atomic step (FrameOut; out may be nil). A rejected defer, or the repeat of an
+// accepted one, applies no such transition: out.Applied stays false.
+func (e *Engine) DeferWithFrame(ctx context.Context, a Addr, handle, statusLabel string, out *FrameOut) (frames.ToolDeferredAck, error) {
 	ack := frames.ToolDeferredAck{CallID: a.CallID, Handle: handle}
 	reject := func(reason frames.DeferAckReason, j *Job) (frames.ToolDeferredAck, error) {
 		ack.Accepted, ack.Reason, ack.DeadlineMS = false, reason, 0
@@ -62,6 +69,10 @@ func (e *Engine) Defer(ctx context.Context, a Addr, handle, statusLabel string) 
 		t.Handle = &HandleOp{Handle: handle, CallID: j.CallID, Claim: true,
 			TTL: next.Tool.deferredTimeout() + e.opts.Retention}
 		ack.Accepted, ack.DeadlineMS = true, next.DeferredDLMS
+		if out != nil {
+			out.Data = out.Render(ack)
+			t.Frame = out
+		}
 		return &plan{t: t, change: Change{Event: EventDeferred}}, nil
 	})
 	if he, ok := errHandleTaken(err); ok {

@@ -74,6 +74,8 @@ type Transition struct {
 	// children, ClaimDue hands the marker to another engine.
 	Cascade bool
 	LeaseMS int64
+	// Frame, when set, is appended to a slot's outbox in the same atomic step (FrameOut).
+	Frame *FrameOut
 	// ClearCascade, when set, names an ended parent call whose cascade marker the transition
 	// removes (the engine's cascade closes that parent's last child with it; DoneCascade does
 	// the same on its own).

@@ -35,6 +35,9 @@ func (e *Engine) run(ctx context.Context, j *Job, decide step) error {
 		if err != nil {
 			return err
 		}
+		if p.t.Frame != nil {
+			p.t.Frame.Applied = true
+		}
 		e.applied(ctx, p)
 		return nil
 	}

@@ -151,9 +151,13 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		httl = max(h.TTL.Milliseconds(), 1)
 	}
 	// Byte slices go to Redis as they are (no copy into a string).
-	argv := make([]any, 0, 15+len(tr.Entries))
+	outboxKey, fseq, fdata, fmax := jobKey, "", []byte(nil), 0
+	if f := tr.Frame; f != nil && len(f.Data) > 0 {
+		outboxKey, fseq, fdata, fmax = k.outbox(tr.SessionID, f.Slot), strconv.FormatInt(f.Seq, 10), f.Data, max(f.Max, 1)
+	}
+	argv := make([]any, 0, 18+len(tr.Entries))
 	argv = append(argv, tr.ID, expect, write, blob, args, version, dl, idx, tr.CallID, mode, hval, httl,
-		max(tr.Retention.Milliseconds(), 1), cascadeAt, tr.ClearCascade)
+		max(tr.Retention.Milliseconds(), 1), cascadeAt, tr.ClearCascade, fseq, fdata, fmax)
 	for _, e := range tr.Entries {
 		b, err := json.Marshal(e)
 		if err != nil {
@@ -161,7 +165,7 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		}
 		argv = append(argv, b)
 	}
-	keys := []string{jobKey, k.deadlines(), handleKey, k.open(tr.SessionID), childrenKey, k.children(tr.CallID), k.timeline(tr.SessionID), parentKey}
+	keys := []string{jobKey, k.deadlines(), handleKey, k.open(tr.SessionID), childrenKey, k.children(tr.CallID), k.timeline(tr.SessionID), parentKey, outboxKey}
 	val, err := s.batch.run(ctx, applyScript, keys, argv)
 	if err != nil {
 		return fmt.Errorf("redisstore: apply: %w", err)

@@ -37,6 +37,7 @@ func TestConformance(t *testing.T) {
 	factory := func(t testing.TB, _ jobs.Clock) jobs.Store { return newStore(t, client) }
 	storetest.Run(t, factory)
 	t.Run("Journal", func(t *testing.T) { storetest.RunJournal(t, factory) })
+	t.Run("FramesWithTransitions", func(t *testing.T) { storetest.RunFramesWithTransitions(t, factory) })
 }
 
 // TestMain checks that no test leaves a goroutine behind (the pipeline workers stop on Close).
@@ -51,6 +52,7 @@ func TestConformanceOnCluster(t *testing.T) {
 	factory := func(t testing.TB, _ jobs.Clock) jobs.Store { return newStore(t, client) }
 	storetest.Run(t, factory)
 	t.Run("Journal", func(t *testing.T) { storetest.RunJournal(t, factory) })
+	t.Run("FramesWithTransitions", func(t *testing.T) { storetest.RunFramesWithTransitions(t, factory) })
 }
 
 // TestClusterSpreadsTenants runs job lifecycles of tenants whose hash tags live on each of the

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
@@ -178,5 +179,68 @@ func RunJournal(t *testing.T, newStore Factory) {
 	}
 	if ids, err := j.Orphaned(ctx, tenantA, time.Now().Add(2*time.Hour)); err != nil || len(ids) != 0 {
 		t.Errorf("Orphaned after the drop: %v, %v; want none", ids, err)
+	}
+}
+
+// RunFramesWithTransitions checks that a store that journals outboxes appends the frame a
+// transition carries (jobs.FrameOut) in the transition's own step (SPEC 15): a call's
+// tool_call and an accepted defer's ack are in the outbox under their seqs; a rejected defer,
+// which applies no such transition, appends nothing.
+func RunFramesWithTransitions(t *testing.T, newStore Factory) {
+	f := newFixture(t, newStore)
+	j, ok := f.store.(jobs.SessionJournal)
+	if !ok {
+		t.Fatalf("%T does not implement jobs.SessionJournal", f.store)
+	}
+	const sid, slot = "sess_frames", "slframes"
+	render := func(what string) func(any) []byte {
+		return func(o any) []byte {
+			switch o := o.(type) {
+			case *jobs.Job:
+				return fmt.Appendf(nil, `{"%s":%q}`, what, o.CallID)
+			case frames.ToolDeferredAck:
+				return fmt.Appendf(nil, `{"%s":%q,"accepted":%t}`, what, o.CallID, o.Accepted)
+			}
+			return nil
+		}
+	}
+	call := &jobs.FrameOut{Slot: slot, Seq: 1, Max: 100, Render: render("call")}
+	job, err := f.engine.Call(f.ctx, jobs.NewCall{Tenant: tenantA, SessionID: sid, Slot: slot,
+		Tool: jobs.Tool{Name: "export", Deferred: true}, Frame: call})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !call.Applied {
+		t.Error("FrameOut of a call: not Applied")
+	}
+	rejected := &jobs.FrameOut{Slot: slot, Seq: 2, Max: 100, Render: render("rejected")}
+	if ack, err := f.engine.DeferWithFrame(f.ctx, jobs.Addr{Tenant: tenantA, SessionID: sid, CallID: job.CallID}, "", "", rejected); err != nil || ack.Accepted {
+		t.Fatalf("a defer with no handle: %+v, %v", ack, err)
+	}
+	if rejected.Applied {
+		t.Error("FrameOut of a rejected defer: Applied")
+	}
+	accepted := &jobs.FrameOut{Slot: slot, Seq: 2, Max: 100, Render: render("ack")}
+	if ack, err := f.engine.DeferWithFrame(f.ctx, jobs.Addr{Tenant: tenantA, SessionID: sid, CallID: job.CallID}, "h-frames", "", accepted); err != nil || !ack.Accepted {
+		t.Fatalf("a defer: %+v, %v", ack, err)
+	}
+	if !accepted.Applied {
+		t.Error("FrameOut of an accepted defer: not Applied")
+	}
+	if err := j.SaveSession(f.ctx, "node-1", tenantA, sid, []byte(`{}`), []string{slot}, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	js, err := j.TakeOver(f.ctx, "node-2", tenantA, sid, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, fr := range js.Outboxes[slot] {
+		got = append(got, fmt.Sprintf("%d %s", fr.Seq, fr.Data))
+	}
+	want := []string{fmt.Sprintf(`1 {"call":%q}`, job.CallID), fmt.Sprintf(`2 {"ack":%q,"accepted":true}`, job.CallID)}
+	if !slices.Equal(got, want) {
+		t.Errorf("the outbox after a call and a defer that carried their frames: %q, want %q", got, want)
 	}
 }

@@ -8,6 +8,7 @@
 -- KEYS[6] own children    call ids whose parent call is this job (expires with the job)
 -- KEYS[7] timeline list   the session's entries (JSON)
 -- KEYS[8] parent job hash the job's parent call (the job's own key when it has no parent)
+-- KEYS[9] outbox stream   the slot's outbox the transition appends a frame to (the job's own key when none)
 --
 -- ARGV[1]  transition id
 -- ARGV[2]  expected version, or "-1" to check nothing
@@ -24,7 +25,10 @@
 -- ARGV[13] retention ms (job once terminal, timeline)
 -- ARGV[14] cascade marker due ms ("0": none)
 -- ARGV[15] call id of an ended parent whose cascade marker to remove ("": none)
--- ARGV[16…] timeline entries
+-- ARGV[16] the frame's seq ("": no frame)
+-- ARGV[17] the frame
+-- ARGV[18] how many frames the outbox keeps
+-- ARGV[19…] timeline entries
 --
 -- Returns {"ok", children, parent state} or {"dup", children, parent state} (this transition
 -- was applied before): children are the call ids of a job that ended with a cascade marker
@@ -114,11 +118,17 @@ if ARGV[15] ~= '' then
   redis.call('ZREM', KEYS[2], '^' .. ARGV[15])
 end
 
-if #ARGV >= 16 then
+if #ARGV >= 19 then
   -- The retention of a timeline runs from its creation and is renewed whenever a job ends.
-  local n = redis.call('RPUSH', KEYS[7], unpack(ARGV, 16))
-  if n <= #ARGV - 15 or idx == 'rem' then
+  local n = redis.call('RPUSH', KEYS[7], unpack(ARGV, 19))
+  if n <= #ARGV - 18 or idx == 'rem' then
     redis.call('PEXPIRE', KEYS[7], ARGV[13])
   end
+end
+
+if ARGV[16] ~= '' then
+  -- The frame the transition produces, in the slot's outbox (SPEC 15). A seq the stream has
+  -- passed (a broker's mistake) loses the frame, never the transition: pcall.
+  redis.pcall('XADD', KEYS[9], 'MAXLEN', '~', ARGV[18], ARGV[16] .. '-0', 'd', ARGV[17])
 end
 return {'ok', kids, parentState()}
