@@ -1,6 +1,8 @@
 package voicetest
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,12 +12,16 @@ import (
 	"github.com/backchannel-io/backchannel/internal/redistest"
 )
 
-// twoNodes starts two broker nodes with the scripted model on one private Redis.
-func twoNodes(t *testing.T) (a, b *brokertest.Broker) {
+// twoNodes starts two broker nodes with the scripted model on one private Redis; holdTTL, when
+// given, is their Config.HoldTTL.
+func twoNodes(t *testing.T, holdTTL ...time.Duration) (a, b *brokertest.Broker) {
 	t.Helper()
 	client := redistest.New(t)
 	prefix := redistest.Prefix(t)
 	cfg := broker.Config{ResumeWindow: 20 * time.Second, Models: map[string]model.Factory{"scripted": scriptedModel}}
+	if len(holdTTL) > 0 {
+		cfg.HoldTTL = holdTTL[0]
+	}
 	a = brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
 	b = brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
 	return a, b
@@ -101,4 +107,61 @@ func TestVoiceCallerAudioOnAnotherNode(t *testing.T) {
 		t.Fatalf("SPEC 10, 15: the caller's resume through node B answered %s", w)
 	}
 	milestoneHeldWhileCallerSpeaks(t, vs)
+}
+
+// TestVoiceSessionSurvivesNodeKill covers SPEC 15 for a voice session whose node is killed
+// (nothing parked, connections cut) while a deferred job runs: once node A's lease has run out,
+// node B takes the session over from the journal; the host and the caller resume there, B
+// starts a model of its own that adopts the job, and the job's result, sent on B, is voiced as
+// the completion.
+func TestVoiceSessionSurvivesNodeKill(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, 900*time.Millisecond)
+	vs := newVoiceSession(t, a, true)
+	j := vs.startJob("upload")
+	hostToken, hostSeen := vs.hostW.str("resume_token"), vs.host.lastSeqSeen()
+	callerToken, callerSeen := vs.callerW.str("resume_token"), vs.caller.lastSeqSeen()
+	a.Kill()
+
+	// Node B's sweep takes the session over once A's lease has run out.
+	deadline := time.Now().Add(10 * time.Second)
+	for !takenOver(t, b, vs.sid) {
+		if time.Now().After(deadline) {
+			t.Fatal("SPEC 15: node B did not take the killed node's voice session over within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	vs.b = b
+	vs.host = dial(t, b.WSURL, "host on B")
+	if w := vs.host.hello(map[string]any{"role": "host", "session_id": vs.sid, "resume_token": hostToken, "last_seq": hostSeen}); w.Type != "welcome" {
+		t.Fatalf("SPEC 10: the host's resume on node B answered %s", w)
+	}
+	dr := vs.host.expect(typ("tool_deferred_resume"))
+	if jobs, _ := dr.F.M["jobs"].([]any); len(jobs) != 1 {
+		t.Fatalf("SPEC 10: tool_deferred_resume on node B: %s, want the upload job", dr.F)
+	}
+	vs.caller = dial(t, b.WSURL, "caller on B")
+	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": callerToken, "last_seq": callerSeen}); w.Type != "welcome" {
+		t.Fatalf("SPEC 10: the caller's resume on node B answered %s", w)
+	}
+	from := vs.caller.mark()
+	vs.result(j, "uploaded")
+	vs.expectNarrations(j.callID, "completion", 0, "queued/1", "speaking/1", "delivered/1")
+	vs.hear(from, "upload is done: uploaded")
+}
+
+// takenOver reports whether node n's timeline of session sid, read from the store, shows that
+// it took the session over.
+func takenOver(t *testing.T, n *brokertest.Broker, sid string) bool {
+	t.Helper()
+	es, err := n.Node.Engine().Timeline(context.Background(), brokertest.TenantA, sid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if text, _ := e.Detail["text"].(string); e.Kind == "notice" && strings.HasPrefix(text, "session taken over by this node") {
+			return true
+		}
+	}
+	return false
 }
