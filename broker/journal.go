@@ -250,16 +250,31 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 	}
 	st.CallSeq = map[string]parkedCallOut{}
 	st.Cancelled = map[string]bool{}
+	st.Voiced = map[string]int{}
 	for i := range st.Slots {
 		ps := &st.Slots[i]
 		ps.DetachedMS = died.UnixMilli()
 		for _, f := range js.Outboxes[ps.ID] {
 			ps.Frames = append(ps.Frames, parkedFrame{Seq: f.Seq, Data: string(f.Data)})
-			switch typ, callID := jobFrame(f.Data); typ {
+			switch jf := jobFrame(f.Data); jf.Type {
 			case "tool_call":
-				st.CallSeq[callID] = parkedCallOut{Slot: ps.ID, Seq: f.Seq}
+				st.CallSeq[jf.CallID] = parkedCallOut{Slot: ps.ID, Seq: f.Seq}
 			case "tool_cancel":
-				st.Cancelled[callID] = true
+				st.Cancelled[jf.CallID] = true
+			case "tool_job_narration":
+				if jf.Kind != string(frames.NarrationCompletion) || st.Voiced[jf.CallID] < 0 {
+					break
+				}
+				switch frames.NarrationState(jf.State) {
+				case frames.NarrationQueued:
+					st.Voiced[jf.CallID] = jf.Attempt
+				case frames.NarrationDelivered, frames.NarrationSkipped, frames.NarrationStopped:
+					st.Voiced[jf.CallID] = -1
+				default: // speaking when the node died, or failed: that attempt is spent
+					st.Voiced[jf.CallID] = jf.Attempt + 1
+				}
+			case "tool_job_delivery_failed":
+				st.Voiced[jf.CallID] = -1
 			}
 		}
 		if n := len(ps.Frames); n > 0 {
@@ -342,27 +357,37 @@ func (s *Session) sendOut(sl *Slot, fo *jobs.FrameOut, f frames.Frame) int64 {
 	return s.put(sl, f, func(int64) []byte { return fo.Data }, false)
 }
 
-// jobFrame returns the type and call id of an encoded tool_call or tool_cancel frame ("" for
-// any other frame).
-func jobFrame(data []byte) (typ, callID string) {
-	if !bytes.HasPrefix(data, []byte(`{"type":"tool_call"`)) && !bytes.HasPrefix(data, []byte(`{"type":"tool_cancel"`)) {
-		return "", ""
+// journaledJobFrame is what a takeover reads of a journaled frame about a job.
+type journaledJobFrame struct {
+	Type    string `json:"type"`
+	CallID  string `json:"call_id"`
+	Kind    string `json:"kind"`
+	State   string `json:"state"`
+	Attempt int    `json:"attempt"`
+}
+
+// jobFramePrefixes are the frames a takeover reads (jobFrame).
+var jobFramePrefixes = [][]byte{[]byte(`{"type":"tool_call"`), []byte(`{"type":"tool_cancel"`),
+	[]byte(`{"type":"tool_job_narration"`), []byte(`{"type":"tool_job_delivery_failed"`)}
+
+// jobFrame decodes a journaled tool_call, tool_cancel, tool_job_narration or
+// tool_job_delivery_failed frame (Type "" for any other frame).
+func jobFrame(data []byte) journaledJobFrame {
+	var f journaledJobFrame
+	for _, p := range jobFramePrefixes {
+		if bytes.HasPrefix(data, p) {
+			_ = json.Unmarshal(data, &f)
+			return f
+		}
 	}
-	var f struct {
-		Type   string `json:"type"`
-		CallID string `json:"call_id"`
-	}
-	if json.Unmarshal(data, &f) != nil {
-		return "", ""
-	}
-	return f.Type, f.CallID
+	return f
 }
 
 // crashedJobs lists, for catchUp, the jobs of a session taken over from a dead node whose end
 // the node did not handle, among those whose tool_call the journal kept: a job cancelled or
 // timed out whose tool_cancel the journal lacks (since frames are journaled before they go out,
-// its host never heard of it), and any job that ended after the node's last renewal (the text
-// agent's or the voice side's part).
+// its host never heard of it), a voice job whose completion was queued but is not shown
+// delivered, and any job that ended after the node's last renewal (the text agent's part).
 func (s *Session) crashedJobs(st *parkedState) map[string]jobs.State {
 	was := map[string]jobs.State{}
 	for _, id := range slices.Sorted(maps.Keys(st.CallSeq)) {
@@ -372,7 +397,8 @@ func (s *Session) crashedJobs(st *parkedState) map[string]jobs.State {
 		}
 		switch {
 		case !j.State.Terminal() || j.FinishedMS >= st.Crashed,
-			(j.State == jobs.Cancelled || j.State == jobs.TimedOut) && !st.Cancelled[id]:
+			(j.State == jobs.Cancelled || j.State == jobs.TimedOut) && !st.Cancelled[id],
+			j.ConversationID == "" && j.AgentCallID != "" && st.Voiced[id] > 0 && adoptedNotify(j):
 			was[id] = jobs.Pending
 			if j.DeferredMS > 0 {
 				was[id] = jobs.Deferred

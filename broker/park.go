@@ -46,6 +46,10 @@ type parkedState struct {
 	// Cancelled are, for a session taken over from a journal, the call ids whose tool_cancel
 	// the journal has.
 	Cancelled map[string]bool `json:"-"`
+	// Voiced is, for a session taken over from a journal, what the journal shows of each voice
+	// job's completion: the attempt it is to be voiced as next (a queued one's, or the one after
+	// an attempt that was being spoken or failed), or -1 once it was delivered (or is done).
+	Voiced map[string]int `json:"-"`
 }
 
 // parkedCallOut is where a job's tool_call went (callOut).
@@ -315,7 +319,7 @@ func (s *Session) takenBack(st *parkedState) {
 	if st.Crashed != 0 {
 		was = s.crashedJobs(st)
 	}
-	s.catchUp(was, open)
+	s.catchUp(was, open, st.Voiced)
 	if st.Crashed != 0 {
 		s.redispatch(open)
 	}
@@ -345,8 +349,10 @@ func (s *Session) takenBack(st *parkedState) {
 // catchUp runs what the end of a job causes for the jobs that ended while no node held the
 // session (a deadline, or a cancel through another node): the host's tool_cancel — in place of
 // a tool_call still undelivered in its outbox — the text agent's side, and the completion of a
-// voice job, voiced once the caller is back.
-func (s *Session) catchUp(was map[string]jobs.State, open []*jobs.Job) {
+// voice job, voiced once the caller is back. voiced is what a journal shows of the voice jobs'
+// completions (parkedState.Voiced; nil for a parked session): one delivered is not voiced
+// again, one that was being spoken is voiced as its next attempt.
+func (s *Session) catchUp(was map[string]jobs.State, open []*jobs.Job, voiced map[string]int) {
 	still := make(map[string]bool, len(open))
 	for _, j := range open {
 		still[j.CallID] = true
@@ -362,9 +368,16 @@ func (s *Session) catchUp(was map[string]jobs.State, open []*jobs.Job) {
 		s.openJobs++ // handleChange counts it closed
 		s.handleChange(jobs.Change{Event: terminalEvent(j.State), From: was[id], Job: j})
 		if j.ConversationID == "" && !j.Local && j.AgentCallID != "" && adoptedNotify(j) {
+			attempt := 1
+			if n, ok := voiced[j.CallID]; ok {
+				attempt = n // one in flight counted as a failed attempt (SPEC 15)
+				if n < 1 || n > 2 {
+					continue // delivered, or its attempts are spent
+				}
+			}
 			switch j.State {
 			case jobs.Completed, jobs.Failed, jobs.TimedOut:
-				s.parked = append(s.parked, parkedCompletion{CallID: j.CallID, Handle: j.Handle, Slot: j.Slot, Attempt: 1,
+				s.parked = append(s.parked, parkedCompletion{CallID: j.CallID, Handle: j.Handle, Slot: j.Slot, Attempt: attempt,
 					Request: completionRequest(adoptedLabel(j), j.Tool.Name, j)})
 			}
 		}

@@ -165,3 +165,44 @@ func takenOver(t *testing.T, n *brokertest.Broker, sid string) bool {
 	}
 	return false
 }
+
+// TestQueuedCompletionSurvivesNodeKill covers SPEC 15's "narrations that were in flight count
+// as failed attempts" from the other side: a job's completion is queued on node A while the
+// caller talks, and node A renews its lease after the job ended — so only the journal can tell
+// the completion was never voiced — then A is killed. Node B takes the session over and voices
+// the completion, as its first attempt (it was queued, never spoken), once the caller is back.
+func TestQueuedCompletionSurvivesNodeKill(t *testing.T) {
+	t.Parallel()
+	const ttl = 900 * time.Millisecond
+	a, b := twoNodes(t, ttl)
+	vs := newVoiceSession(t, a, true)
+	j := vs.startJob("upload")
+	vs.talk() // the caller holds the floor
+	vs.result(j, "uploaded")
+	vs.host.expect(narr(j.callID, "completion", "queued"))
+	time.Sleep(ttl) // A renews its lease (every ttl/3) after the job ended
+	vs.host.absent(0, narr(j.callID, "completion", "speaking"), "SPEC 8: a completion spoken while the caller talks")
+	hostToken, hostSeen := vs.hostW.str("resume_token"), vs.host.lastSeqSeen()
+	callerToken, callerSeen := vs.callerW.str("resume_token"), vs.caller.lastSeqSeen()
+	a.Kill()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for !takenOver(t, b, vs.sid) {
+		if time.Now().After(deadline) {
+			t.Fatal("SPEC 15: node B did not take the killed node's voice session over within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	vs.b = b
+	vs.host = dial(t, b.WSURL, "host on B")
+	if w := vs.host.hello(map[string]any{"role": "host", "session_id": vs.sid, "resume_token": hostToken, "last_seq": hostSeen}); w.Type != "welcome" {
+		t.Fatalf("SPEC 10: the host's resume on node B answered %s", w)
+	}
+	vs.caller = dial(t, b.WSURL, "caller on B")
+	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": callerToken, "last_seq": callerSeen}); w.Type != "welcome" {
+		t.Fatalf("SPEC 10: the caller's resume on node B answered %s", w)
+	}
+	from := vs.caller.mark()
+	vs.expectNarrations(j.callID, "completion", 0, "queued/1", "speaking/1", "delivered/1")
+	vs.hear(from, "upload is done: uploaded")
+}
