@@ -100,12 +100,14 @@ func (vs *voiceSession) startMic() *mic {
 }
 
 // talk makes the caller speak (a loud tone) and waits until the broker's VAD has surely heard
-// it start: 10 loud frames sent (it needs 3), and a little time to read them.
+// it start: 10 loud frames sent (it needs 3), and time for the broker to read them — its
+// caller connection is not the one a test's next frame goes on, so under load (a CI machine
+// running every package's race tests at once) 100 ms was once not enough.
 func (vs *voiceSession) talk() {
 	m := vs.startMic()
 	m.setLoud(true)
 	m.waitSent(10)
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
 }
 
 // say sends a caller turn as text (SPEC 17) and waits for its echo; it returns the caller's
