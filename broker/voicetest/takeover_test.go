@@ -47,18 +47,10 @@ func TestVoiceSessionMovesToAnotherNode(t *testing.T) {
 		}
 	}
 
-	vs.b = b
-	vs.host = dial(t, b.WSURL, "host on B")
-	if w := vs.host.hello(map[string]any{"role": "host", "session_id": vs.sid, "resume_token": hostToken, "last_seq": hostSeen}); w.Type != "welcome" {
-		t.Fatalf("SPEC 10: the host's resume on node B answered %s", w)
-	}
+	vs.resumeOn(b, hostToken, hostSeen, callerToken, callerSeen)
 	dr := vs.host.expect(typ("tool_deferred_resume"))
 	if jobs, _ := dr.F.M["jobs"].([]any); len(jobs) != 1 {
 		t.Fatalf("SPEC 10: tool_deferred_resume on node B: %s, want the upload job", dr.F)
-	}
-	vs.caller = dial(t, b.WSURL, "caller on B")
-	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": callerToken, "last_seq": callerSeen}); w.Type != "welcome" {
-		t.Fatalf("SPEC 10: the caller's resume on node B answered %s", w)
 	}
 	from := vs.caller.mark()
 	vs.result(j, "uploaded")
@@ -124,25 +116,11 @@ func TestVoiceSessionSurvivesNodeKill(t *testing.T) {
 	a.Kill()
 
 	// Node B's sweep takes the session over once A's lease has run out.
-	deadline := time.Now().Add(10 * time.Second)
-	for !takenOver(t, b, vs.sid) {
-		if time.Now().After(deadline) {
-			t.Fatal("SPEC 15: node B did not take the killed node's voice session over within 10 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	vs.b = b
-	vs.host = dial(t, b.WSURL, "host on B")
-	if w := vs.host.hello(map[string]any{"role": "host", "session_id": vs.sid, "resume_token": hostToken, "last_seq": hostSeen}); w.Type != "welcome" {
-		t.Fatalf("SPEC 10: the host's resume on node B answered %s", w)
-	}
+	waitTakenOver(t, b, vs.sid)
+	vs.resumeOn(b, hostToken, hostSeen, callerToken, callerSeen)
 	dr := vs.host.expect(typ("tool_deferred_resume"))
 	if jobs, _ := dr.F.M["jobs"].([]any); len(jobs) != 1 {
 		t.Fatalf("SPEC 10: tool_deferred_resume on node B: %s, want the upload job", dr.F)
-	}
-	vs.caller = dial(t, b.WSURL, "caller on B")
-	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": callerToken, "last_seq": callerSeen}); w.Type != "welcome" {
-		t.Fatalf("SPEC 10: the caller's resume on node B answered %s", w)
 	}
 	from := vs.caller.mark()
 	vs.result(j, "uploaded")
@@ -150,20 +128,40 @@ func TestVoiceSessionSurvivesNodeKill(t *testing.T) {
 	vs.hear(from, "upload is done: uploaded")
 }
 
-// takenOver reports whether node n's timeline of session sid, read from the store, shows that
-// it took the session over.
-func takenOver(t *testing.T, n *brokertest.Broker, sid string) bool {
+// waitTakenOver waits until node n's timeline of session sid, read from the store, shows that it
+// took the session over from a node that died (its sweep does once the lease has run out).
+func waitTakenOver(t *testing.T, n *brokertest.Broker, sid string) {
 	t.Helper()
-	es, err := n.Node.Engine().Timeline(context.Background(), brokertest.TenantA, sid, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range es {
-		if text, _ := e.Detail["text"].(string); e.Kind == "notice" && strings.HasPrefix(text, "session taken over by this node") {
-			return true
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		es, err := n.Node.Engine().Timeline(context.Background(), brokertest.TenantA, sid, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, e := range es {
+			if text, _ := e.Detail["text"].(string); e.Kind == "notice" && strings.HasPrefix(text, "session taken over by this node") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("SPEC 15: node B did not take the killed node's voice session over within 10 s")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return false
+}
+
+// resumeOn resumes the session's host and caller on node b with their tokens and last seqs.
+func (vs *voiceSession) resumeOn(b *brokertest.Broker, hostToken string, hostSeen int64, callerToken string, callerSeen int64) {
+	vs.t.Helper()
+	vs.b = b
+	vs.host = dial(vs.t, b.WSURL, "host on B")
+	if w := vs.host.hello(map[string]any{"role": "host", "session_id": vs.sid, "resume_token": hostToken, "last_seq": hostSeen}); w.Type != "welcome" {
+		vs.t.Fatalf("SPEC 10: the host's resume on node B answered %s", w)
+	}
+	vs.caller = dial(vs.t, b.WSURL, "caller on B")
+	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": callerToken, "last_seq": callerSeen}); w.Type != "welcome" {
+		vs.t.Fatalf("SPEC 10: the caller's resume on node B answered %s", w)
+	}
 }
 
 // TestQueuedCompletionSurvivesNodeKill covers SPEC 15's "narrations that were in flight count
@@ -186,22 +184,8 @@ func TestQueuedCompletionSurvivesNodeKill(t *testing.T) {
 	callerToken, callerSeen := vs.callerW.str("resume_token"), vs.caller.lastSeqSeen()
 	a.Kill()
 
-	deadline := time.Now().Add(10 * time.Second)
-	for !takenOver(t, b, vs.sid) {
-		if time.Now().After(deadline) {
-			t.Fatal("SPEC 15: node B did not take the killed node's voice session over within 10 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	vs.b = b
-	vs.host = dial(t, b.WSURL, "host on B")
-	if w := vs.host.hello(map[string]any{"role": "host", "session_id": vs.sid, "resume_token": hostToken, "last_seq": hostSeen}); w.Type != "welcome" {
-		t.Fatalf("SPEC 10: the host's resume on node B answered %s", w)
-	}
-	vs.caller = dial(t, b.WSURL, "caller on B")
-	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": callerToken, "last_seq": callerSeen}); w.Type != "welcome" {
-		t.Fatalf("SPEC 10: the caller's resume on node B answered %s", w)
-	}
+	waitTakenOver(t, b, vs.sid)
+	vs.resumeOn(b, hostToken, hostSeen, callerToken, callerSeen)
 	from := vs.caller.mark()
 	vs.expectNarrations(j.callID, "completion", 0, "queued/1", "speaking/1", "delivered/1")
 	vs.hear(from, "upload is done: uploaded")

@@ -192,14 +192,7 @@ func TestTextAgentSurvivesNodeKill(t *testing.T) {
 	t.Parallel()
 	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second, HoldTTL: 900 * time.Millisecond})
 	s := newSession(t, a, brokertest.KeyA)
-	h := s.host("host", decl("report", "deferred", true, "timeout", "30s"))
-	done := s.deferJob(h, "a1", "report", nextID("h-done-"), "first") // a1 goes to the background
-	result(h, done, "", `"first result"`)
-	s.agent.Expect(func(f Frame) bool { // its completion prompt: the result is queued
-		return f.Type == "agent.prompt" && strings.Contains(f.Str("text"), "`a1` completed")
-	})
-	running := s.deferJob(h, "a2", "report", nextID("h-run-"), "second")
-	s.agentCall("w1", "wait", map[string]any{"tool_call_id": "a2"}) // blocks
+	h, running := s.queuedAndBlocked()
 	// Long enough for the text agent's state to be journaled (every second after events).
 	s.agent.Absent(2500*time.Millisecond, TypeWith("agent.tool_result", "call_id", "w1"))
 
@@ -213,13 +206,7 @@ func TestTextAgentSurvivesNodeKill(t *testing.T) {
 	h2, _, _ := onB.resumeMoving("host on B", "host", hostToken, hostSeen, 10*time.Second)
 	h2.Expect("tool_deferred_resume")
 
-	result(h2, running, "", `"second result"`)
-	if r := onB.agentResult("w1"); r.Str("kind") != "result" || !strings.Contains(r.Str("content"), "second result") {
-		t.Errorf("SPEC 13: the wait blocked on node A, answered on node B: %s", r)
-	}
-	if r := onB.waitResult("a1"); !strings.Contains(r.Str("content"), "first result") {
-		t.Errorf("SPEC 13: the result queued on node A, waited for on node B: %s", r)
-	}
+	onB.checkQueuedAndBlocked(h2, running)
 	es := onB.timeline()
 	for _, e := range find(es, "notice", "") {
 		if e.Detail["text_agent"] == "restarted" {

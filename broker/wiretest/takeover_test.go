@@ -329,14 +329,7 @@ func TestTextAgentMovesToAnotherNode(t *testing.T) {
 	t.Parallel()
 	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second})
 	s := newSession(t, a, brokertest.KeyA)
-	h := s.host("host", decl("report", "deferred", true, "timeout", "30s"))
-	done := s.deferJob(h, "a1", "report", nextID("h-done-"), "first") // a1 goes to the background
-	result(h, done, "", `"first result"`)
-	s.agent.Expect(func(f Frame) bool { // its completion prompt: the result is queued
-		return f.Type == "agent.prompt" && strings.Contains(f.Str("text"), "`a1` completed")
-	})
-	running := s.deferJob(h, "a2", "report", nextID("h-run-"), "second")
-	s.agentCall("w1", "wait", map[string]any{"tool_call_id": "a2"}) // blocks
+	h, running := s.queuedAndBlocked()
 	s.agent.Absent(200*time.Millisecond, TypeWith("agent.tool_result", "call_id", "w1"))
 
 	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
@@ -357,13 +350,7 @@ func TestTextAgentMovesToAnotherNode(t *testing.T) {
 	}
 	h2.Expect("tool_deferred_resume")
 
-	result(h2, running, "", `"second result"`)
-	if r := onB.agentResult("w1"); r.Str("kind") != "result" || !strings.Contains(r.Str("content"), "second result") {
-		t.Errorf("SPEC 13: the wait blocked on node A, answered on node B: %s", r)
-	}
-	if r := onB.waitResult("a1"); !strings.Contains(r.Str("content"), "first result") {
-		t.Errorf("SPEC 13: the result queued on node A, waited for on node B: %s", r)
-	}
+	onB.checkQueuedAndBlocked(h2, running)
 }
 
 // storeTimeline waits (10 s at most) until tenant A's session sid has a timeline entry of kind
@@ -405,4 +392,34 @@ func TestEdgeNodeDies(t *testing.T) {
 	}
 	b.Freeze()
 	s.waitTimeline("the relayed connection's drop", has("disconnect", ""))
+}
+
+// queuedAndBlocked gives the session's text agent a background call whose result is queued (not
+// consumed) — a1 — and a second one still running — a2 — with an exact wait blocked on it — w1;
+// it returns the host and a2's call id.
+func (s *session) queuedAndBlocked() (*Conn, string) {
+	s.t.Helper()
+	h := s.host("host", decl("report", "deferred", true, "timeout", "30s"))
+	done := s.deferJob(h, "a1", "report", nextID("h-done-"), "first") // a1 goes to the background
+	result(h, done, "", `"first result"`)
+	s.agent.Expect(func(f Frame) bool { // its completion prompt: the result is queued
+		return f.Type == "agent.prompt" && strings.Contains(f.Str("text"), "`a1` completed")
+	})
+	running := s.deferJob(h, "a2", "report", nextID("h-run-"), "second")
+	s.agentCall("w1", "wait", map[string]any{"tool_call_id": "a2"}) // blocks
+	return h, running
+}
+
+// checkQueuedAndBlocked checks, on the node the session moved to, what queuedAndBlocked set up
+// on another: the running call's result, sent by host h, answers the blocked wait, and the
+// queued result is still there for wait (SPEC 13).
+func (s *session) checkQueuedAndBlocked(h *Conn, running string) {
+	s.t.Helper()
+	result(h, running, "", `"second result"`)
+	if r := s.agentResult("w1"); r.Str("kind") != "result" || !strings.Contains(r.Str("content"), "second result") {
+		s.t.Errorf("SPEC 13: the wait blocked on the first node, answered on the second: %s", r)
+	}
+	if r := s.waitResult("a1"); !strings.Contains(r.Str("content"), "first result") {
+		s.t.Errorf("SPEC 13: the result queued on the first node, waited for on the second: %s", r)
+	}
 }

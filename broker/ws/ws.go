@@ -94,27 +94,26 @@ func (h *Handler) track(c *conn, add bool) {
 
 // CloseAll closes every connection still open (after the node has shut down).
 func (h *Handler) CloseAll(code int, reason string) {
+	for _, c := range h.all() {
+		c.Close(code, reason)
+	}
+}
+
+// all lists the open connections.
+func (h *Handler) all() []*conn {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	cs := make([]*conn, 0, len(h.conns))
 	for c := range h.conns {
 		cs = append(cs, c)
 	}
-	h.mu.Unlock()
-	for _, c := range cs {
-		c.Close(code, reason)
-	}
+	return cs
 }
 
 // AbortAll drops every connection at once, without a close frame (as a crashed process's
 // connections drop; for fault tests).
 func (h *Handler) AbortAll() {
-	h.mu.Lock()
-	cs := make([]*conn, 0, len(h.conns))
-	for c := range h.conns {
-		cs = append(cs, c)
-	}
-	h.mu.Unlock()
-	for _, c := range cs {
+	for _, c := range h.all() {
 		c.Abort()
 	}
 }
