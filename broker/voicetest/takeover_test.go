@@ -65,16 +65,7 @@ func TestVoiceSessionMovesToAnotherNode(t *testing.T) {
 // frame as the scripted model speaks them.
 func TestVoiceCallerOnAnotherNode(t *testing.T) {
 	t.Parallel()
-	a, b := twoNodes(t)
-	a.WaitRelaying(t)
-	b.WaitRelaying(t)
-	vs := newVoiceSession(t, a, true)
-	token, seen := vs.callerW.str("resume_token"), vs.caller.lastSeqSeen()
-	vs.caller.close()
-	vs.caller = dial(t, b.WSURL, "caller on B")
-	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": token, "last_seq": seen}); w.Type != "welcome" {
-		t.Fatalf("SPEC 10, 15: the caller's resume through node B answered %s", w)
-	}
+	vs := callerThroughAnotherNode(t)
 	j := vs.startJob("upload") // the caller's turn through B, the hand-off heard through B
 	from := vs.caller.mark()
 	vs.result(j, "uploaded")
@@ -88,16 +79,7 @@ func TestVoiceCallerOnAnotherNode(t *testing.T) {
 // been quiet for the grace, then spoken and heard through B (milestoneHeldWhileCallerSpeaks).
 func TestVoiceCallerAudioOnAnotherNode(t *testing.T) {
 	t.Parallel()
-	a, b := twoNodes(t)
-	a.WaitRelaying(t)
-	b.WaitRelaying(t)
-	vs := newVoiceSession(t, a, true)
-	token, seen := vs.callerW.str("resume_token"), vs.caller.lastSeqSeen()
-	vs.caller.close()
-	vs.caller = dial(t, b.WSURL, "caller on B")
-	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": token, "last_seq": seen}); w.Type != "welcome" {
-		t.Fatalf("SPEC 10, 15: the caller's resume through node B answered %s", w)
-	}
+	vs := callerThroughAnotherNode(t)
 	milestoneHeldWhileCallerSpeaks(t, vs)
 }
 
@@ -189,4 +171,21 @@ func TestQueuedCompletionSurvivesNodeKill(t *testing.T) {
 	from := vs.caller.mark()
 	vs.expectNarrations(j.callID, "completion", 0, "queued/1", "speaking/1", "delivered/1")
 	vs.hear(from, "upload is done: uploaded")
+}
+
+// callerThroughAnotherNode starts a voice session on node A whose caller then resumes through
+// node B (relayed to A).
+func callerThroughAnotherNode(t *testing.T) *voiceSession {
+	t.Helper()
+	a, b := twoNodes(t)
+	a.WaitRelaying(t)
+	b.WaitRelaying(t)
+	vs := newVoiceSession(t, a, true)
+	token, seen := vs.callerW.str("resume_token"), vs.caller.lastSeqSeen()
+	vs.caller.close()
+	vs.caller = dial(t, b.WSURL, "caller on B")
+	if w := vs.caller.hello(map[string]any{"role": "caller", "session_id": vs.sid, "resume_token": token, "last_seq": seen}); w.Type != "welcome" {
+		t.Fatalf("SPEC 10, 15: the caller's resume through node B answered %s", w)
+	}
+	return vs
 }

@@ -84,20 +84,25 @@ func TestSessionMovesToAnotherNode(t *testing.T) {
 	es := onB.waitTimeline("both results on node B", func(es []Entry) bool {
 		return len(find(es, "result", deferred)) == 1 && len(find(es, "result", pending)) == 1
 	})
+	onB.checkMoved(es, "session taken back by this node", token, seen)
+}
+
+// checkMoved checks, on the node a session moved to, that its timeline es has a notice whose
+// text starts with notice, and that the token used for the move is spent (resume_invalid).
+func (s *session) checkMoved(es []Entry, notice, token string, seen int64) {
+	s.t.Helper()
 	moved := false
 	for _, e := range find(es, "notice", "") {
-		if e.Detail["text"] == "session taken back by this node" {
+		if text, _ := e.Detail["text"].(string); strings.HasPrefix(text, notice) {
 			moved = true
 		}
 	}
 	if !moved {
-		t.Errorf("node B's timeline does not show the move:\n%s", dumpEntries(es))
+		s.t.Errorf("the timeline does not show the move (%q):\n%s", notice, dumpEntries(es))
 	}
-
-	// The token used for the move is spent, on every node.
-	c, w2 := onB.resume("old token", token, seen, nil)
-	if w2.Type != "error" || w2.Str("code") != "resume_invalid" {
-		t.Errorf("SPEC 10: the used token answered %s on node B, want resume_invalid", w2)
+	c, w := s.resume("old token", token, seen, nil)
+	if w.Type != "error" || w.Str("code") != "resume_invalid" {
+		s.t.Errorf("SPEC 10: the token used for the move answered %s, want resume_invalid", w)
 	}
 	c.ExpectClosed(broker.StatusPolicy)
 }
