@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/backchannel-io/backchannel/internal/brokertest"
-	"github.com/backchannel-io/backchannel/internal/redistest"
 )
 
 // TestMCPOnAnotherNode covers SPEC 14 and 15 with two nodes on one Redis: an MCP client talks
@@ -18,10 +17,10 @@ import (
 // calls one, through B.
 func TestMCPOnAnotherNode(t *testing.T) {
 	t.Parallel()
-	client := redistest.New(t)
-	prefix := redistest.Prefix(t)
-	a := startEnvOpts(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: suiteConfig()}, nil)
-	b := startEnvOpts(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: suiteConfig()}, nil)
+	opts := brokertest.SharedRedis(t)
+	opts.Config = suiteConfig()
+	a := startEnvOpts(t, opts, nil)
+	b := startEnvOpts(t, opts, nil)
 	a.b.WaitRelaying(t)
 	b.b.WaitRelaying(t)
 	sid, h := a.sessionWithHost(lookupTool)

@@ -9,22 +9,18 @@ import (
 	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/broker/model"
 	"github.com/backchannel-io/backchannel/internal/brokertest"
-	"github.com/backchannel-io/backchannel/internal/redistest"
 )
 
 // twoNodes starts two broker nodes with the scripted model on one private Redis; holdTTL, when
 // given, is their Config.HoldTTL.
 func twoNodes(t *testing.T, holdTTL ...time.Duration) (a, b *brokertest.Broker) {
 	t.Helper()
-	client := redistest.New(t)
-	prefix := redistest.Prefix(t)
-	cfg := broker.Config{ResumeWindow: 20 * time.Second, Models: map[string]model.Factory{"scripted": scriptedModel}}
+	opts := brokertest.SharedRedis(t)
+	opts.Config = broker.Config{ResumeWindow: 20 * time.Second, Models: map[string]model.Factory{"scripted": scriptedModel}}
 	if len(holdTTL) > 0 {
-		cfg.HoldTTL = holdTTL[0]
+		opts.Config.HoldTTL = holdTTL[0]
 	}
-	a = brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
-	b = brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
-	return a, b
+	return brokertest.Start(t, opts), brokertest.Start(t, opts)
 }
 
 // TestVoiceSessionMovesToAnotherNode covers SPEC 15 and 18 for a voice session: node A shuts

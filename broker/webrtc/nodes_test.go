@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/backchannel-io/backchannel/internal/brokertest"
-	"github.com/backchannel-io/backchannel/internal/redistest"
 )
 
 // TestOfferOnAnotherNode covers SPEC 15 for WebRTC callers: the offer for a session node A holds
@@ -12,10 +11,9 @@ import (
 // carries A's candidates), and the caller's hello on its data channel joins the session there.
 func TestOfferOnAnotherNode(t *testing.T) {
 	t.Parallel()
-	client := redistest.New(t)
-	prefix := redistest.Prefix(t)
-	a := startOn(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix}, Options{})
-	b := startOn(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix}, Options{})
+	opts := brokertest.SharedRedis(t)
+	a := startOn(t, opts, Options{})
+	b := startOn(t, opts, Options{})
 	a.b.WaitRelaying(t)
 	b.b.WaitRelaying(t)
 	id, jt := createSession(t, a, brokertest.KeyA)

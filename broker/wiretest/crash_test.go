@@ -10,7 +10,6 @@ import (
 	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/internal/brokertest"
-	"github.com/backchannel-io/backchannel/internal/redistest"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
@@ -210,11 +209,10 @@ func TestTextAgentSurvivesNodeKill(t *testing.T) {
 func TestNodeThatLostItsLeaseLetsGo(t *testing.T) {
 	t.Parallel()
 	const ttl = 900 * time.Millisecond
-	client := redistest.New(t)
-	prefix := redistest.Prefix(t)
-	cfg := broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second, HoldTTL: ttl}
-	a := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
-	b := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
+	opts := brokertest.SharedRedis(t)
+	opts.Config = broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second, HoldTTL: ttl}
+	a, b := brokertest.Start(t, opts), brokertest.Start(t, opts)
+	client, prefix := opts.Redis, opts.Prefix
 	s := newSession(t, a, brokertest.KeyA)
 	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
 	handle := nextID("h-lost-")

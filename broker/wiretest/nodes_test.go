@@ -9,7 +9,6 @@ import (
 
 	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/internal/brokertest"
-	"github.com/backchannel-io/backchannel/internal/redistest"
 )
 
 // TestTimelineFromAnotherNode runs two broker nodes on one Redis (the same client and key
@@ -19,10 +18,9 @@ import (
 // not_found as before; the memory store, which no other node shares, keeps answering not_found.
 func TestTimelineFromAnotherNode(t *testing.T) {
 	t.Parallel()
-	client := redistest.New(t)
-	prefix := redistest.Prefix(t)
-	a := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix})
-	b := brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix})
+	opts := brokertest.SharedRedis(t)
+	a := brokertest.Start(t, opts)
+	b := brokertest.Start(t, opts)
 
 	s := newSession(t, a, brokertest.KeyA)
 	h := s.host("host", decl("export", "deferred", true))

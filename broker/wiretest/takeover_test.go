@@ -11,18 +11,15 @@ import (
 	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/internal/brokertest"
-	"github.com/backchannel-io/backchannel/internal/redistest"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // twoNodes starts two broker nodes on one private Redis (one client, one key prefix).
 func twoNodes(t *testing.T, cfg broker.Config) (a, b *brokertest.Broker) {
 	t.Helper()
-	client := redistest.New(t)
-	prefix := redistest.Prefix(t)
-	a = brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
-	b = brokertest.Start(t, brokertest.Options{Store: "redis", Redis: client, Prefix: prefix, Config: cfg})
-	return a, b
+	opts := brokertest.SharedRedis(t)
+	opts.Config = cfg
+	return brokertest.Start(t, opts), brokertest.Start(t, opts)
 }
 
 // TestSessionMovesToAnotherNode covers SPEC 10 (resume works on any node that shares the store)

@@ -46,6 +46,13 @@ type Options struct {
 	Config broker.Config
 }
 
+// SharedRedis returns the Options of a node on a private Redis (one client, one key prefix) for
+// the test: every broker started with them is one more node sharing that store.
+func SharedRedis(t testing.TB) Options {
+	t.Helper()
+	return Options{Store: "redis", Redis: redistest.New(t), Prefix: redistest.Prefix(t)}
+}
+
 // Broker is a running test broker.
 type Broker struct {
 	URL   string // http://127.0.0.1:PORT
