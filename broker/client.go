@@ -244,7 +244,7 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 		}
 		if e := n.endedInfo(h.SessionID); e != nil {
 			if slotID, _, ok := parseResumeToken(h.ResumeToken); ok && e.expiredSlots[slotID] {
-				return nil, false, frames.Errorf(frames.CodeResumeExpired, "the resume window of this slot has passed")
+				return nil, false, errResumeExpired()
 			}
 			return nil, false, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", h.SessionID)
 		}
@@ -315,6 +315,12 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 	return s, false, nil
 }
 
+// errResumeExpired answers a resume of a slot whose resume window ran out (SPEC 10), before or
+// after its session ended.
+func errResumeExpired() *frames.Error {
+	return frames.Errorf(frames.CodeResumeExpired, "the resume window of this slot has passed")
+}
+
 // moving answers a hello for a session whose node stopped answering while its lease still runs:
 // the session is taken over once the lease runs out (journal.go), so the client tries again
 // (an internal error is one the SDKs retry).
@@ -329,7 +335,7 @@ func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, 
 	if s.ended {
 		// A hello that found the session just before it ended is answered as after (sessionFor).
 		if slotID, _, ok := parseResumeToken(h.ResumeToken); ok && s.endInfo != nil && s.endInfo.expiredSlots[slotID] {
-			return nil, frames.Errorf(frames.CodeResumeExpired, "the resume window of this slot has passed")
+			return nil, errResumeExpired()
 		}
 		return nil, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", s.id)
 	}
@@ -420,7 +426,7 @@ func (s *Session) resume(h *frames.Hello, tr Transport) (*Client, *frames.Error)
 		return nil, frames.Errorf(frames.CodeResumeInvalid, "resume_token is not valid")
 	}
 	if s.expired[slotID] {
-		return nil, frames.Errorf(frames.CodeResumeExpired, "the resume window of this slot has passed")
+		return nil, errResumeExpired()
 	}
 	sl := s.slots[slotID]
 	if sl == nil {

@@ -25,9 +25,6 @@ func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) *Client {
 	if n.dir == nil || h.SessionID == "" || n.session(h.SessionID) != nil || n.endedInfo(h.SessionID) != nil {
 		return nil
 	}
-	if n.takeBack("", h.SessionID) != nil {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
 	defer cancel()
 	holder, _, err := n.dir.SessionHolder(ctx, h.SessionID)
@@ -36,7 +33,7 @@ func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) *Client {
 		return nil
 	}
 	if holder == "" || holder == n.addr {
-		return nil
+		return nil // nobody holds it: parked, or journaled by a node that died (sessionFor takes it)
 	}
 	if alive, err := n.dir.NodesAlive(ctx, []string{holder}); err != nil || !alive[holder] {
 		return nil // it died holding the session (its hold has not run out yet)

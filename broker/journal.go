@@ -39,8 +39,9 @@ import (
 // yet voiced (a voice job that ended after the node's last renewal is voiced by the new node,
 // as for a parked session).
 
-// journalTimeout bounds one journal write; a write that fails is logged and the frame goes out
-// all the same (the session lives on; only its durability against a crash is lost).
+// journalTimeout bounds a write of a session's record or text-agent state, or a takeover (a
+// frame's write is bounded by the store's pipeline). A write that fails is logged and the
+// session goes on (only its durability against a crash is lost).
 const journalTimeout = 5 * time.Second
 
 // saveJournal writes the session's record to the journal and takes (or keeps) its lease.
@@ -76,9 +77,8 @@ func (s *Session) journalFrame(sl *Slot, seq int64, data []byte, replace bool) {
 	if j == nil || !s.journaled.Load() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
-	defer cancel()
-	if err := j.AppendFrame(ctx, s.tenant, s.id, sl.id, seq, data, replace, s.node.cfg.Limits.OutboxFrames); err != nil {
+	// No timer per frame: the store bounds each pipeline it sends (redisstore: 10 s).
+	if err := j.AppendFrame(s.ctx(), s.tenant, s.id, sl.id, seq, data, replace, s.node.cfg.Limits.OutboxFrames); err != nil {
 		s.node.log.Error("broker: journaling a frame", "session", s.id, "slot", sl.id, "seq", seq, "err", err)
 	}
 }
@@ -227,6 +227,13 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
 	defer cancel()
+	if e := n.endedInfo(id); e != nil {
+		// It ended, and its journal outlived it (its node could not drop it): never revive it.
+		if err := n.journal.DropSession(ctx, e.tenant, id); err != nil {
+			n.log.Warn("broker: dropping an ended session's journal", "session", id, "err", err)
+		}
+		return nil, nil, false
+	}
 	js, err := n.journal.TakeOver(ctx, n.addr, tenant, id, n.cfg.HoldTTL)
 	if err != nil {
 		if errors.Is(err, jobs.ErrLeaseHeld) {
@@ -257,11 +264,11 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 		for _, f := range js.Outboxes[ps.ID] {
 			ps.Frames = append(ps.Frames, parkedFrame{Seq: f.Seq, Data: string(f.Data)})
 			switch jf := jobFrame(f.Data); jf.Type {
-			case "tool_call":
+			case typeToolCall:
 				st.CallSeq[jf.CallID] = parkedCallOut{Slot: ps.ID, Seq: f.Seq}
-			case "tool_cancel":
+			case typeToolCancel:
 				st.Cancelled[jf.CallID] = true
-			case "tool_job_narration":
+			case typeNarration:
 				if jf.Kind != string(frames.NarrationCompletion) || st.Voiced[jf.CallID] < 0 {
 					break
 				}
@@ -273,7 +280,7 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 				default: // speaking when the node died, or failed: that attempt is spent
 					st.Voiced[jf.CallID] = jf.Attempt + 1
 				}
-			case "tool_job_delivery_failed":
+			case typeDeliveryFailed:
 				st.Voiced[jf.CallID] = -1
 			}
 		}
@@ -366,9 +373,17 @@ type journaledJobFrame struct {
 	Attempt int    `json:"attempt"`
 }
 
-// jobFramePrefixes are the frames a takeover reads (jobFrame).
-var jobFramePrefixes = [][]byte{[]byte(`{"type":"tool_call"`), []byte(`{"type":"tool_cancel"`),
-	[]byte(`{"type":"tool_job_narration"`), []byte(`{"type":"tool_job_delivery_failed"`)}
+// The frames a takeover reads (jobFrame), and how their encoding starts (frames.Encode puts
+// the type first).
+var (
+	typeToolCall       = frames.ToolCall{}.FrameType()
+	typeToolCancel     = frames.ToolCancel{}.FrameType()
+	typeNarration      = frames.ToolJobNarration{}.FrameType()
+	typeDeliveryFailed = frames.ToolJobDeliveryFailed{}.FrameType()
+	jobFramePrefixes   = [][]byte{typePrefix(typeToolCall), typePrefix(typeToolCancel), typePrefix(typeNarration), typePrefix(typeDeliveryFailed)}
+)
+
+func typePrefix(typ string) []byte { return []byte(`{"type":"` + typ + `"`) }
 
 // jobFrame decodes a journaled tool_call, tool_cancel, tool_job_narration or
 // tool_job_delivery_failed frame (Type "" for any other frame).
