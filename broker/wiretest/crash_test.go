@@ -2,6 +2,7 @@ package wiretest
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -149,6 +150,10 @@ func TestKilledNodesSessionExpires(t *testing.T) {
 	a.Kill()
 
 	storeTimeline(t, b, s.sid, "session_end", "")
+	// The node that ended it dropped its journal (nothing left to take over, nothing leaked).
+	if _, err := b.Store.(jobs.SessionJournal).TakeOver(context.Background(), "another-node", "", s.sid, time.Second); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("the journal of a session that ended: TakeOver %v, want ErrNotFound", err)
+	}
 	es := timeline(t, b, s.sid, brokertest.KeyA)
 	end := find(es, "session_end", "")[0]
 	if end.Detail["reason"] != "resume_expired" {
@@ -201,7 +206,8 @@ func TestTextAgentSurvivesNodeKill(t *testing.T) {
 	}
 }
 
-// TestNodeThatLostItsLeaseLetsGo: node A holds a session; the session's lease is then another
+// TestNodeThatLostItsLeaseLetsGo: node A holds a session and keeps its lease while it lives
+// (three lease lengths on, nobody can take the session over); the session's lease is then another
 // node's (written into the journal's record as a takeover writes it — what happens when A hung
 // longer than its lease). At its next renewal A lets the session go: its connections are closed
 // with 1012, without session.ended and without cancelling its job, and A no longer answers for
@@ -217,6 +223,14 @@ func TestNodeThatLostItsLeaseLetsGo(t *testing.T) {
 	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
 	handle := nextID("h-lost-")
 	deferred := s.deferJob(h, "a1", "export", handle, "exporting")
+	// A live node renews its lease: three lease lengths later nobody has taken the session.
+	time.Sleep(3 * ttl)
+	if h.IsClosed() || s.agent.IsClosed() {
+		t.Fatalf("node A lost its session while it was alive and renewing (host closed %v, agent closed %v)", h.IsClosed(), s.agent.IsClosed())
+	}
+	if _, err := b.Store.(jobs.SessionJournal).TakeOver(context.Background(), "another-node", brokertest.TenantA, s.sid, ttl); !errors.Is(err, jobs.ErrLeaseHeld) {
+		t.Fatalf("a takeover while node A renews its lease: %v, want ErrLeaseHeld", err)
+	}
 
 	// The journal's record names its lease holder (jobs/redisstore: PREFIX{t:TENANT}:live:SESSION, field n).
 	if err := client.HSet(context.Background(), prefix+"{t:"+brokertest.TenantA+"}:live:"+s.sid, "n", "another-node").Err(); err != nil {
@@ -243,5 +257,44 @@ func TestNodeThatLostItsLeaseLetsGo(t *testing.T) {
 	dr := h2.Next()
 	if js := dr.Arr("jobs"); dr.Type != "tool_deferred_resume" || len(js) != 1 || js[0].(map[string]any)["call_id"] != deferred {
 		t.Errorf("after the move: %s, want tool_deferred_resume with %s", dr, deferred)
+	}
+}
+
+// TestEndedSessionIsNeverRevived: a journal that outlived its ended session (its node could not
+// drop it) is never taken over: a hello naming the session gets session_ended (SPEC 3.6), and
+// the stale journal is dropped.
+func TestEndedSessionIsNeverRevived(t *testing.T) {
+	t.Parallel()
+	opts := brokertest.SharedRedis(t)
+	opts.Config = broker.Config{HoldTTL: 900 * time.Millisecond, ResumeWindow: 20 * time.Second}
+	a, b := brokertest.Start(t, opts), brokertest.Start(t, opts)
+	s := newSession(t, a, brokertest.KeyA)
+	ctx := context.Background()
+	// The live session's record, as its journal keeps it (jobs/redisstore: PREFIX{t:TENANT}:live:SESSION, field r).
+	record, err := opts.Redis.HGet(ctx, opts.Prefix+"{t:"+brokertest.TenantA+"}:live:"+s.sid, "r").Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.agent.Send(map[string]any{"type": "session.end", "id": nextID("end-")})
+	s.agent.Expect("session.ended")
+	j := b.Store.(jobs.SessionJournal)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) { // node A drops it after session.ended
+		if _, err := j.TakeOver(ctx, "probe", brokertest.TenantA, s.sid, time.Millisecond); errors.Is(err, jobs.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node A did not drop the ended session's journal within 5 s")
+		}
+	}
+	if err := j.SaveSession(ctx, "dead-node", brokertest.TenantA, s.sid, record, nil, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the stale lease has run out
+	c := Dial(t, b.WSURL, "late joiner on B")
+	if w := c.Hello(map[string]any{"id": nextID("hello-"), "role": "host", "session_id": s.sid, "join_token": s.jt}); w.Type != "error" || w.Str("code") != "session_ended" {
+		t.Errorf("SPEC 3.6: a hello to an ended session whose journal outlived it: %s, want session_ended", w)
+	}
+	if _, err := j.TakeOver(ctx, "another-node", brokertest.TenantA, s.sid, time.Second); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("the stale journal after the hello: TakeOver %v, want ErrNotFound (dropped)", err)
 	}
 }
