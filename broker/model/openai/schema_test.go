@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,16 +14,13 @@ import (
 	"github.com/backchannel-io/backchannel/broker/model/openai/sim"
 )
 
-// The published Realtime event schemas (../shared/data/openai-realtime/events.schema.json,
-// found through BACKCHANNEL_OPENAI_SCHEMA): every event the adapter sends must validate
+// The published Realtime event schemas (testdata/openai-realtime/events.schema.json: see the
+// README beside it for its source and licence): every event the adapter sends must validate
 // against #/$defs/RealtimeClientEvent, every event the simulator sends against
 // #/$defs/RealtimeServerEvent — and each against the schema of its own type.
 
-// schemaEnv names the schema file.
-const schemaEnv = "BACKCHANNEL_OPENAI_SCHEMA"
-
-// schemaRelative is where the schema lives relative to the repository root.
-const schemaRelative = "../shared/data/openai-realtime/events.schema.json"
+// schemaFile is the schema, relative to this package's directory (where go test runs).
+const schemaFile = "testdata/openai-realtime/events.schema.json"
 
 // eventSchemas are the compiled schemas.
 type eventSchemas struct {
@@ -41,69 +37,18 @@ var (
 	schemasErr  error
 )
 
-// loadSchemas compiles the schemas once, or fails the test saying how to provide them.
+// loadSchemas compiles the schemas once, or fails the test.
 func loadSchemas(t testing.TB) *eventSchemas {
 	t.Helper()
 	schemasOnce.Do(func() { schemas, schemasErr = compileSchemas() })
 	if schemasErr != nil {
-		t.Fatalf("the OpenAI Realtime event schema is needed: %v", schemasErr)
+		t.Fatalf("the OpenAI Realtime event schema %s: %v", schemaFile, schemasErr)
 	}
 	return schemas
 }
 
-// schemaPath is BACKCHANNEL_OPENAI_SCHEMA — a relative value is taken relative to the working
-// directory, then to the repository root (where .ci/run sets it) — or, when it is unset,
-// ../shared/… relative to the repository root.
-func schemaPath() (string, error) {
-	root, rootErr := repoRoot()
-	if p := os.Getenv(schemaEnv); p != "" {
-		tried := []string{p}
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		if !filepath.IsAbs(p) && rootErr == nil {
-			q := filepath.Join(root, p)
-			if _, err := os.Stat(q); err == nil {
-				return q, nil
-			}
-			tried = append(tried, q)
-		}
-		return "", fmt.Errorf("%s=%s, but no file is at %s", schemaEnv, p, strings.Join(tried, " or "))
-	}
-	if rootErr != nil {
-		return "", fmt.Errorf("%s is not set and %v", schemaEnv, rootErr)
-	}
-	p := filepath.Join(root, schemaRelative)
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s is not set and %s (%s relative to the repository root) cannot be read: %v; set %s to the path of events.schema.json",
-			schemaEnv, p, schemaRelative, err, schemaEnv)
-	}
-	return p, nil
-}
-
-// repoRoot is the nearest directory above the working directory with a go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("there is no go.mod above the working directory; set %s to the path of events.schema.json", schemaEnv)
-		}
-		dir = parent
-	}
-}
-
 func compileSchemas() (*eventSchemas, error) {
-	p, err := schemaPath()
-	if err != nil {
-		return nil, err
-	}
+	p := schemaFile
 	raw, err := os.ReadFile(p)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,8 @@ package openai
 import "encoding/json"
 
 // The Realtime (GA) events the adapter speaks, written out by hand (the names and fields of
-// ../shared/data/openai-realtime/events.schema.json) rather than imported from openai-go.
+// testdata/openai-realtime/events.schema.json, from OpenAI's published OpenAPI document) rather
+// than imported from openai-go.
 
 // Client event types.
 const (
