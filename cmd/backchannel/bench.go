@@ -9,11 +9,11 @@ import (
 )
 
 // bench runs `backchannel bench`. With --peer-json it runs the job lifecycle benchmark against
-// the Redis at -redis and prints the one JSON line ../shared/peerbench/run.sh expects; without
+// the Redis at -redis and prints the one JSON line a peer benchmark harness expects (peerResult); without
 // it, the broker benchmarks over real WebSocket connections (bench_ws.go).
 func bench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	peer := fs.Bool("peer-json", false, "run the lifecycle benchmark against -redis and print one JSON line (for ../shared/peerbench)")
+	peer := fs.Bool("peer-json", false, "run the lifecycle benchmark against -redis and print one JSON line (for a peer benchmark harness)")
 	addr := fs.String("redis", "", "HOST:PORT of the Redis to use (bench without it starts a private redis-server)")
 	n := fs.Int("n", 20000, "job lifecycles to run")
 	sessions := fs.Int("sessions", 256, "concurrent sessions")

@@ -17,7 +17,8 @@ import (
 	"github.com/backchannel-io/backchannel/jobs/redisstore"
 )
 
-// peerResult is the JSON line ../shared/peerbench/run.sh expects of a peer.
+// peerResult is the JSON line a peer benchmark harness (peerbench, which runs hibiken/asynq and
+// the raw Redis ceiling on one private Redis; not part of this repository) expects of a peer.
 type peerResult struct {
 	System      string  `json:"system"`
 	Jobs        int     `json:"jobs"`
@@ -55,7 +56,7 @@ func (h *requestHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 
 // peerLifecycles runs n job lifecycles — call → defer → result → consumed — through the job
 // engine over the Redis store at addr, from sessions concurrent sessions, and measures them
-// the way ../shared/peerbench measures its peers: the job engine in process against Redis,
+// the way the peer benchmark harness measures its peers: the job engine in process against Redis,
 // like asynq's client and server in asynqbench. pipelines and maxBatch tune the Redis store's
 // batcher (0 keeps its defaults).
 func peerLifecycles(addr string, n, sessions, pipelines, maxBatch int) (*peerResult, error) {

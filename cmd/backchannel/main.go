@@ -42,8 +42,11 @@ func main() {
 	}
 }
 
-func usage() {
-	fmt.Fprint(os.Stderr, `usage: backchannel COMMAND [flags]
+func usage() { fmt.Fprint(os.Stderr, usageText) }
+
+// usageText lists every command, one a line after "commands:" (the README's table lists them too:
+// TestReadmeListsEveryCommand).
+const usageText = `usage: backchannel COMMAND [flags]
 
 commands:
   serve               run the broker (backchannel serve -h for its flags)
@@ -51,6 +54,5 @@ commands:
   verify-permission   read {"action","arguments","ask","reply"} JSON lines on stdin, write verdicts
   call                call a tool of a session as a text agent, and wait for its result
   simulate-realtime   run the OpenAI Realtime simulator standalone (for serve --model openai)
-  bench               measure the broker (--peer-json: the lifecycle benchmark for ../shared/peerbench)
-`)
-}
+  bench               measure the broker (--peer-json: the lifecycle benchmark as one JSON line, for a peer harness)
+`

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -150,4 +151,69 @@ func index(s []string, v string) int {
 		}
 	}
 	return -1
+}
+
+// readme is the repository's README.md.
+func readme(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The README's "what is where" table names every command of the binary (usageText).
+func TestReadmeListsEveryCommand(t *testing.T) {
+	var row string
+	for _, line := range strings.Split(readme(t), "\n") {
+		if strings.HasPrefix(line, "| `cmd/backchannel` |") {
+			row = line
+		}
+	}
+	if row == "" {
+		t.Fatal("README.md has no table row for `cmd/backchannel`")
+	}
+	_, list, ok := strings.Cut(usageText, "commands:\n")
+	if !ok {
+		t.Fatal("usageText has no commands: section")
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		cmd := strings.Fields(line)[0]
+		n++
+		if !strings.Contains(row, "`"+cmd+"`") {
+			t.Errorf("README.md's row for cmd/backchannel does not list the command %s: %s", cmd, row)
+		}
+	}
+	if n < 6 {
+		t.Errorf("usageText lists %d commands, want serve, demo, verify-permission, call, simulate-realtime, bench", n)
+	}
+}
+
+// Every link of the README is a file or folder of the repository (a newcomer's clone has
+// nothing beside it), or a loopback address of the broker it runs.
+func TestReadmeLinksStayInTheRepository(t *testing.T) {
+	text := readme(t)
+	links := regexp.MustCompile(`\]\(([^)]+)\)`).FindAllStringSubmatch(text, -1)
+	links = append(links, regexp.MustCompile(`<(https?://[^>]+)>`).FindAllStringSubmatch(text, -1)...)
+	if len(links) == 0 {
+		t.Fatal("no links found in README.md")
+	}
+	for _, m := range links {
+		target := m[1]
+		if strings.HasPrefix(target, "http://127.0.0.1:") {
+			continue
+		}
+		if strings.Contains(target, "://") || strings.HasPrefix(target, "/") || strings.Contains(target, "..") {
+			t.Errorf("README.md links to %s, which is not in the repository", target)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("../..", target)); err != nil {
+			t.Errorf("README.md links to %s, which the repository does not have", target)
+		}
+	}
+	if strings.Contains(text, "../shared") {
+		t.Error("README.md mentions ../shared, which a clone of the repository does not have")
+	}
 }
