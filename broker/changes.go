@@ -18,6 +18,12 @@ func (s *Session) handleChange(c jobs.Change) {
 		return
 	}
 	j := c.Job
+	ends := c.Event.Terminal() && !c.From.Terminal()
+	if ends && (j.State == jobs.Cancelled || j.State == jobs.TimedOut) && jobs.IsOpen(c.From) {
+		// The transition's own frame first: the host hears of the cancel or timeout before any
+		// narration it causes (the completion's tool_job_narration queued).
+		s.toolCancel(j)
+	}
 	if s.voice != nil && s.voice.calls[j.CallID] != nil {
 		s.voice.jobChanged(c)
 	}
@@ -61,13 +67,10 @@ func (s *Session) handleChange(c jobs.Change) {
 			text.InteractionClosed(c.Interaction.ID)
 		}
 	case jobs.EventCompleted, jobs.EventFailed, jobs.EventCancelled, jobs.EventTimedOut, jobs.EventDeclined:
-		if c.From.Terminal() {
+		if !ends {
 			return
 		}
 		s.openJobs--
-		if (j.State == jobs.Cancelled || j.State == jobs.TimedOut) && jobs.IsOpen(c.From) {
-			s.toolCancel(j)
-		}
 		delete(s.callSeq, j.CallID)
 		if text != nil {
 			if j.Interaction == nil && len(j.Closed) > 0 {

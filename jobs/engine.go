@@ -78,6 +78,16 @@ const (
 	EventRecorded          Event = "recorded" // timeline entries only (Engine.Record)
 )
 
+// Terminal reports whether the event is a job reaching one of its terminal states (a Change
+// whose From is already terminal changed nothing).
+func (e Event) Terminal() bool {
+	switch e {
+	case EventCompleted, EventFailed, EventCancelled, EventTimedOut, EventDeclined:
+		return true
+	}
+	return false
+}
+
 // Engine runs the job lifecycle against a Store. It is safe for concurrent use; several
 // engines (nodes) may share one store.
 type Engine struct {

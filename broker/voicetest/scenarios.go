@@ -947,12 +947,18 @@ func completionRetryQueuedAtEnd(t *testing.T, vs *voiceSession) {
 }
 
 // completionTimedOut: a deferred job that reaches its deferred_timeout is timed out (the host
-// gets tool_cancel timeout) and its outcome is voiced: `LABEL timed out.` (SPEC 5, 8, 19).
+// gets tool_cancel timeout) and its outcome is voiced: `LABEL timed out.` (SPEC 5, 8, 19). The
+// transition's own frame comes first: the tool_cancel, then the completion's narration queued
+// (guide 5.7).
 func completionTimedOut(t *testing.T, vs *voiceSession) {
 	j := vs.startJobOf("brief", "sprint")
 	tc := vs.host.expect(typ("tool_cancel", "call_id", j.callID))
 	if tc.F.str("reason") != "timeout" {
 		t.Errorf("tool_cancel %s, want reason timeout", tc.F)
+	}
+	if q := vs.host.expect(narr(j.callID, "completion", "queued")); q.Idx < tc.Idx || q.F.num("seq") != tc.F.num("seq")+1 {
+		t.Errorf("the completion's narration queued (seq %v) came before, or not right after, the tool_cancel (seq %v): want tool_cancel first, queued next",
+			q.F.num("seq"), tc.F.num("seq"))
 	}
 	d := vs.host.expect(narr(j.callID, "completion", "delivered"))
 	if tr := vs.transcriptOf(d.F.str("response_id")); vs.scripted && tr.F.str("text") != "sprint timed out." {
