@@ -363,7 +363,7 @@ func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, 
 		s.agent = sl
 		s.text = newTextAgent(s, sl)
 	}
-	c := s.connect(sl, tr, created)
+	c := s.connect(sl, tr, created, h.ID)
 	if len(h.Tools) > 0 {
 		s.declare(sl, h.ID, h.Tools)
 	}
@@ -389,8 +389,9 @@ func (s *Session) callerUp(sl *Slot) {
 	}
 }
 
-// connect gives slot sl the connection tr: a fresh resume token, and the welcome.
-func (s *Session) connect(sl *Slot, tr Transport, created bool) *Client {
+// connect gives slot sl the connection tr: a fresh resume token, and the welcome answering the
+// hello whose id is ref (SPEC 2: every answer carries ref).
+func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string) *Client {
 	lim := &s.node.cfg.Limits
 	c := &Client{session: s, slot: sl, tr: tr, connID: "conn_" + randomID(16), role: sl.role,
 		limiter: rate.NewLimiter(rate.Limit(lim.FramesPerSecond), lim.FrameBurst)}
@@ -405,7 +406,7 @@ func (s *Session) connect(sl *Slot, tr Transport, created bool) *Client {
 	s.stopIdle()
 	s.saveJournal() // the token's hash, before the token goes out
 	s.node.metrics.connections.Inc()
-	w := &frames.Welcome{SessionID: s.id, ConnectionID: c.connID, ResumeToken: token,
+	w := &frames.Welcome{Reply: frames.Reply{Ref: ref}, SessionID: s.id, ConnectionID: c.connID, ResumeToken: token,
 		ResumeWindowMS: s.node.cfg.ResumeWindow.Milliseconds(), HeartbeatMS: s.node.cfg.Heartbeat.Milliseconds(),
 		ServerTimeMS: time.Now().UnixMilli()}
 	if created {
@@ -446,7 +447,7 @@ func (s *Session) resume(h *frames.Hello, tr Transport) (*Client, *frames.Error)
 		s.node.metrics.connections.Dec()
 		sl.client = nil
 	}
-	c := s.connect(sl, tr, false)
+	c := s.connect(sl, tr, false, h.ID)
 	for _, f := range replay {
 		tr.Send(f.data)
 	}

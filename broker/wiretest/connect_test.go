@@ -74,10 +74,16 @@ func TestCreateSessionHTTP(t *testing.T) {
 func TestHello(t *testing.T) {
 	t.Parallel()
 	eachStore(t, broker.Config{}, func(t *testing.T, b *brokertest.Broker) {
-		checkWelcome := func(name string, w Frame, sid string, created bool, before time.Time) {
+		// welcomed sends a hello with the id "hello-"+name and checks its welcome.
+		welcomed := func(c *Conn, name string, members map[string]any, sid string, created bool, before time.Time) Frame {
 			t.Helper()
+			members["id"] = "hello-" + name
+			w := c.Hello(members)
 			if w.Type != "welcome" {
 				t.Fatalf("%s: hello answered %s, want welcome", name, w)
+			}
+			if w.Str("ref") != "hello-"+name {
+				t.Errorf("%s: welcome %s: want ref %q, the hello's id (SPEC 2: every answer carries ref)", name, w, "hello-"+name)
 			}
 			if sid != "" && w.Str("session_id") != sid {
 				t.Errorf("%s: welcome session_id %q, want %q", name, w.Str("session_id"), sid)
@@ -104,6 +110,7 @@ func TestHello(t *testing.T) {
 			if created && len(w.Str("join_token")) < 16 {
 				t.Errorf("%s: join_token %q too short", name, w.Str("join_token"))
 			}
+			return w
 		}
 		refused := func(name string, members map[string]any, code string) Frame {
 			t.Helper()
@@ -124,22 +131,21 @@ func TestHello(t *testing.T) {
 		sid, jt := createSession(t, b, brokertest.KeyA)
 		start := time.Now()
 		h1 := Dial(t, b.WSURL, "host-jt")
-		checkWelcome("join token", h1.Hello(map[string]any{"role": "host", "session_id": sid, "join_token": jt}), sid, false, start)
+		welcomed(h1, "join token", map[string]any{"role": "host", "session_id": sid, "join_token": jt}, sid, false, start)
 		h2 := Dial(t, b.WSURL, "host-key")
-		checkWelcome("api key", h2.Hello(map[string]any{"role": "host", "session_id": sid, "api_key": brokertest.KeyA}), sid, false, start)
+		welcomed(h2, "api key", map[string]any{"role": "host", "session_id": sid, "api_key": brokertest.KeyA}, sid, false, start)
 		if h1.Welcome.Str("connection_id") == h2.Welcome.Str("connection_id") || h1.Welcome.Str("resume_token") == h2.Welcome.Str("resume_token") {
 			t.Errorf("two connections share a connection_id or resume_token: %s / %s", h1.Welcome, h2.Welcome)
 		}
 
 		// An API key alone creates a session; its welcome carries the join token, which attaches.
 		c := Dial(t, b.WSURL, "creator")
-		w := c.Hello(map[string]any{"role": "host", "api_key": brokertest.KeyB})
-		checkWelcome("api key alone", w, "", true, start)
+		w := welcomed(c, "api key alone", map[string]any{"role": "host", "api_key": brokertest.KeyB}, "", true, start)
 		if w.Str("session_id") == sid {
 			t.Fatalf("hello with api_key alone attached to an existing session")
 		}
 		j := Dial(t, b.WSURL, "joiner")
-		checkWelcome("join token of a created session", j.Hello(map[string]any{"role": "agent", "session_id": w.Str("session_id"), "join_token": w.Str("join_token")}), w.Str("session_id"), false, start)
+		welcomed(j, "join token of a created session", map[string]any{"role": "agent", "session_id": w.Str("session_id"), "join_token": w.Str("join_token")}, w.Str("session_id"), false, start)
 		// The session is usable: the agent gets an answer to a call (no host serves "x").
 		j.Send(map[string]any{"type": "agent.tool_call", "call_id": "a1", "conversation_id": "root", "name": "x", "arguments": map[string]any{}})
 		if r := j.Expect(TypeWith("agent.tool_result", "call_id", "a1")); r.Str("content") != "error: Tool x is not available" || r.Str("kind") != "error" {
@@ -170,7 +176,7 @@ func TestHello(t *testing.T) {
 
 		// One text agent per session, never beside a caller (SPEC 10): a second agent is forbidden.
 		a1 := Dial(t, b.WSURL, "agent-1")
-		checkWelcome("first agent", a1.Hello(map[string]any{"role": "agent", "session_id": sid, "join_token": jt}), sid, false, start)
+		welcomed(a1, "first agent", map[string]any{"role": "agent", "session_id": sid, "join_token": jt}, sid, false, start)
 		refused("second-agent", map[string]any{"role": "agent", "session_id": sid, "join_token": jt}, "forbidden")
 		refused("caller-beside-agent", map[string]any{"role": "caller", "session_id": sid, "join_token": jt}, "forbidden")
 

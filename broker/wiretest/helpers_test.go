@@ -256,8 +256,8 @@ func (s *session) attach(name, role string, tools []map[string]any) *Conn {
 		m["tools"] = tools
 	}
 	w := c.Hello(m)
-	if w.Type != "welcome" || w.Str("session_id") != s.sid {
-		s.t.Fatalf("%s: hello answered %s", name, w)
+	if w.Type != "welcome" || w.Str("session_id") != s.sid || w.Str("ref") != id {
+		s.t.Fatalf("%s: hello answered %s, want a welcome with ref %q", name, w, id)
 	}
 	if tools != nil {
 		// SPEC 3.2: answered by tools.declared right after the welcome (the slot's first frame).

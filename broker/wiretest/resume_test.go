@@ -35,7 +35,12 @@ func (s *session) resume(name, token string, lastSeq int64, extra map[string]any
 	for k, v := range extra {
 		m[k] = v
 	}
-	return c, c.Hello(m)
+	id, _ := m["id"].(string)
+	w := c.Hello(m)
+	if w.Str("ref") != id {
+		s.t.Errorf("%s: the resuming hello was answered %s, without ref %q (SPEC 2: every answer carries ref)", name, w, id)
+	}
+	return c, w
 }
 
 // TestResumeReplay covers SPEC 10 and 11: a host that drops mid-job (TCP cut) and resumes within
