@@ -1,5 +1,7 @@
 package permissions
 
+import "strings"
+
 // wordKind is what one word of a reply contributes.
 type wordKind uint8
 
@@ -27,6 +29,9 @@ type analysis struct {
 	numAt map[int]number
 	// refusal caches refuses(): 0 unknown, 1 no, 2 yes.
 	refusal int8
+	// negatedCallOff: a refusal phrase without a negation of its own is negated in its clause
+	// ("do not cancel it", "never stop", "i do not want you to call it off").
+	negatedCallOff bool
 }
 
 // maxReplyBytes bounds the reply the rules read. A spoken answer to a yes-or-no question is a few
@@ -45,8 +50,9 @@ func analyze(a Action, reply string) *analysis {
 // classify covers the words from left to right with the longest approval, refusal or neutral
 // phrase that starts at each position (on equal length a refusal wins over an approval, and an
 // approval over a neutral phrase); a negated approval phrase counts as a refusal (negatedAt); a
-// number covers its words. What no phrase covers is neutral if it is a neutral word or a word of
-// the action, and unknown otherwise.
+// refusal phrase that calls the request off ("cancel it", "stop"), negated in its clause, is a
+// double negation (negatedCallOff); a number covers its words. What no phrase covers is neutral
+// if it is a neutral word or a word of the action, and unknown otherwise.
 func (an *analysis) classify() {
 	words := an.u.words
 	an.kind = make([]wordKind, len(words))
@@ -67,8 +73,11 @@ func (an *analysis) classify() {
 			best, k = p, kindNeutral
 		}
 		if best != nil {
-			if k == kindApproval && negatedAt(words, i) {
+			switch {
+			case k == kindApproval && negatedAt(words, i):
 				k = kindRefusal // "not approved", "do not go ahead", "never confirm"
+			case k == kindRefusal && !hasNegation(best) && an.negatedInClause(i):
+				an.negatedCallOff = true // "do not cancel it": the caller may want the action
 			}
 			i = an.mark(i, len(best), k)
 			continue
@@ -101,6 +110,16 @@ func negatedAt(words []string, i int) bool {
 	return false
 }
 
+// negatedInClause is negatedAt for a phrase at words[i], looking back only within its clause:
+// "do not cancel it" is negated, "absolutely not, cancel that" is not.
+func (an *analysis) negatedInClause(i int) bool {
+	start := i
+	for start > 0 && an.u.clause[start-1] == an.u.clause[i] {
+		start--
+	}
+	return negatedAt(an.u.words[start:], i-start)
+}
+
 func (an *analysis) mark(i, n int, k wordKind) int {
 	for j := i; j < i+n; j++ {
 		an.kind[j] = k
@@ -111,7 +130,8 @@ func (an *analysis) mark(i, n int, k wordKind) int {
 
 // refusalAt returns the longest refusal phrase at words[i], except that a phrase without a
 // negation whose first word names the action ("cancel it" for cancel_subscription) is the action
-// itself, not a refusal.
+// itself, not a refusal; nor is a riddance phrase ("scrap it", "call it off") against an action
+// that gets rid of something (delete_file, cancel_subscription).
 func (v *vocabulary) refusalAt(words []string, i int) []string {
 	var best []string
 	for _, f := range refusalPhrases.byFirst[words[i]] {
@@ -119,6 +139,9 @@ func (v *vocabulary) refusalAt(words []string, i int) []string {
 			continue
 		}
 		if v.toolWords[f[0]] && !hasNegation(f) {
+			continue
+		}
+		if v.riddance && riddancePhrases[strings.Join(f, " ")] {
 			continue
 		}
 		best = f
@@ -143,8 +166,8 @@ func (an *analysis) approves() bool {
 
 // refuses reports whether the reply is a clean refusal: no approval phrase anywhere, a first
 // clause made of refusal phrases and neutral words only, without a hedge, a condition or a
-// sarcasm marker, and no double negation ("not a no"). Later clauses may hold words the rules
-// do not know ("no, leave the door locked").
+// sarcasm marker, and no double negation ("not a no", "do not cancel it"). Later clauses may
+// hold words the rules do not know ("no, leave the door locked").
 func (an *analysis) refuses() bool {
 	if an.refusal == 0 {
 		an.refusal = 1
@@ -156,7 +179,7 @@ func (an *analysis) refuses() bool {
 }
 
 func (an *analysis) cleanRefusal() bool {
-	if an.count[kindApproval] > 0 || an.count[kindRefusal] == 0 {
+	if an.count[kindApproval] > 0 || an.count[kindRefusal] == 0 || an.negatedCallOff {
 		return false
 	}
 	from, to := an.u.firstClause()

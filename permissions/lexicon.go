@@ -40,6 +40,15 @@ func (p *phraseList) find(words []string) (int, []string) {
 	return -1, nil
 }
 
+// phraseSet is a set of whole phrases, keyed by their words joined with single spaces.
+func phraseSet(ss ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, s := range ss {
+		m[strings.Join(strings.Fields(s), " ")] = true
+	}
+	return m
+}
+
 func wordSet(s string) map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(s) {
@@ -135,7 +144,9 @@ var (
 		"not at all", "not now", "not today", "do not", "please do not", "do not do it",
 		"do not do that", "do not bother", "do not you dare", "do not do anything", "cancel",
 		"cancel that", "cancel it", "stop", "stop it", "abort", "halt", "quit", "never mind",
-		"forget it", "forget about it", "scratch that", "decline", "declined", "refuse",
+		"forget it", "forget that", "forget this", "forget about it", "forget about that",
+		"forget about this", "scratch that", "scrap", "drop it", "drop that", "call it off",
+		"call that off", "call this off", "call off", "decline", "declined", "refuse",
 		"reject", "rejected", "denied", "deny", "leave it", "keep it", "skip it", "i am good",
 		"i am fine", "i am okay", "i am ok", "i would rather not", "rather not",
 		"changed my mind", "that is wrong", "wrong", "not approved", "not approve",
@@ -144,6 +155,14 @@ var (
 		"not interested", "not this time", "definitely do not", "absolutely do not",
 		"certainly do not", "really do not", "seriously do not", "definitely never",
 	)
+	// riddancePhrases are refusal phrases that can also name an action that gets rid of
+	// something: "scrap it" may mean "delete it", "call it off" "cancel it". Against such an
+	// action (see riddanceVerbs) they are not refusals; for any other action they call the
+	// request off.
+	riddancePhrases = phraseSet("scrap", "drop it", "drop that", "call it off", "call that off", "call this off", "call off")
+	// riddanceVerbs in a tool name make it an action that gets rid of something.
+	riddanceVerbs = wordSet(`cancel delete remove erase discard drop scrap trash ditch terminate end
+		unsubscribe close revoke clear purge wipe destroy uninstall kill`)
 	// negations are the words that make any reply containing them not an approval.
 	negations = wordSet("no not nope nah nay never negative none nothing neither nor nobody")
 	// neutralPhrases are harmless next to an approval or a refusal; they neither approve nor

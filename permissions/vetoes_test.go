@@ -130,3 +130,103 @@ func TestLongReplyIsHeld(t *testing.T) {
 		t.Errorf("Veto %+v, %v", v, vetoed)
 	}
 }
+
+// TestRefusalFamilies: the ways of calling a request off ("cancel that", "scrap it", "never
+// mind", "forget that", "call it off") decline, and what only looks like them does not: a
+// negated one ("don't cancel it": the caller may want the action after all), one with a
+// question, a condition, changed arguments or another speaker, and one that could name the
+// action itself ("scrap it" for delete_file).
+func TestRefusalFamilies(t *testing.T) {
+	book := Action{Tool: "book_table", Arguments: json.RawMessage(`{"restaurant":"Luigi's","party_size":4,"time":"19:30"}`)}
+	empty := Action{Tool: "book_table", Arguments: json.RawMessage(`{}`), Ask: "Shall I run book_table with {}? Please say yes or no."}
+	deleteAction := Action{Tool: "delete_file", Arguments: json.RawMessage(`{"path":"/home/sam/notes/old-draft.txt"}`)}
+	decline := Judgement{Verdict: jobs.Decline, Reason: ReasonRefusal}
+	hold := func(reason string) Judgement { return Judgement{Verdict: jobs.Hold, Reason: reason} }
+	cases := []struct {
+		a     Action
+		reply string
+		want  Judgement
+	}{
+		// Issue 14, item 5, as `backchannel verify-permission` gets them.
+		{empty, "Cancel that.", decline},
+		{empty, "Scrap that.", decline},
+		{empty, "Never mind, don't.", decline},
+
+		{book, "Cancel that.", decline},
+		{book, "Scrap that.", decline},
+		{book, "Never mind, don't.", decline},
+		{book, "Cancel it.", decline},
+		{book, "Scrap it.", decline},
+		{book, "Never mind.", decline},
+		{book, "Nevermind, don't do it.", decline},
+		{book, "Forget it.", decline},
+		{book, "Forget that.", decline},
+		{book, "Forget about that.", decline},
+		{book, "Don't bother.", decline},
+		{book, "Call it off.", decline},
+		{book, "Call that off.", decline},
+		{book, "Stop, don't.", decline},
+		{book, "No, cancel that.", decline},
+		{book, "Scrap the booking.", decline},
+		{book, "Drop it.", decline},
+		{book, "Never mind, scrap it.", decline},
+		{book, "Nah, call it off.", decline},
+		{book, "Not now, cancel it.", decline},
+		{book, "Absolutely not, scrap that.", decline},
+		{moneyAction, "Scrap that.", decline},
+		{cancelAction, "Never mind, don't.", decline},
+		{cancelAction, "Forget that.", decline},
+		{deleteAction, "Cancel that.", decline},
+		{deleteAction, "Forget it.", decline},
+
+		// A negated call-off is a double negation: never an approval, and not a refusal either.
+		{book, "Don't cancel it.", hold(ReasonNegation)},
+		{book, "Don't cancel that.", hold(ReasonNegation)},
+		{book, "Never cancel it.", hold(ReasonNegation)},
+		{book, "Don't stop.", hold(ReasonNegation)},
+		{book, "Do not call it off.", hold(ReasonNegation)},
+		{book, "Don't scrap it.", hold(ReasonNegation)},
+		{book, "Don't forget it.", hold(ReasonNegation)},
+		{book, "I don't want you to cancel it.", hold(ReasonNegation)},
+		{book, "No, don't cancel it.", hold(ReasonNegation)},
+		// Against the action's own verb it is a refusal of the action (as before).
+		{cancelAction, "Don't cancel it.", decline},
+		{cancelAction, "No, don't cancel it.", decline},
+
+		// The never-approval list still holds.
+		{book, "Cancel that and book two instead", hold(ReasonChangedArguments)},
+		{book, "Scrap that and make it two", hold(ReasonChangedArguments)},
+		{book, "cancel the other one", hold(ReasonChangedArguments)},
+		{book, "Scrap the other one.", hold(ReasonChangedArguments)},
+		{book, "Should I cancel that?", hold(ReasonQuestion)},
+		{book, "Scrap it?", hold(ReasonQuestion)},
+		{book, "What if I call it off?", hold(ReasonHypothetical)},
+		{book, "My wife said cancel that", hold(ReasonReportedSpeech)},
+		{book, "My wife said scrap it", hold(ReasonReportedSpeech)},
+		{book, "Cancel that if it's over $50", hold(ReasonCondition)},
+		{book, "Scrap it unless it's free", hold(ReasonCondition)},
+		{book, "Maybe call it off.", hold(ReasonAmbiguous)},
+		{book, "Never mind, go ahead.", hold(ReasonNegation)},
+		{book, "Forget that, do it.", hold(ReasonNegation)},
+		{book, "Okay, never mind.", hold(ReasonNegation)},
+
+		// "Scrap it", "drop it", "call it off" can name an action that gets rid of something:
+		// unclear there, like "cancel that" for cancel_subscription.
+		{cancelAction, "Cancel that.", hold(ReasonUnclear)},
+		{cancelAction, "Scrap it.", hold(ReasonUnclear)},
+		{cancelAction, "Call it off.", hold(ReasonUnclear)},
+		{deleteAction, "Scrap it.", hold(ReasonUnclear)},
+		{deleteAction, "Drop it.", hold(ReasonUnclear)},
+	}
+	r := NewRules()
+	for _, c := range cases {
+		got, _ := r.Verify(context.Background(), c.a, c.reply)
+		if got != c.want {
+			t.Errorf("%s %q: %+v, want %+v", c.a.Tool, c.reply, got, c.want)
+		}
+		v, vetoed := r.Veto(c.a, c.reply)
+		if wantVeto := c.want.Reason != ReasonUnclear; vetoed != wantVeto || vetoed && v != c.want {
+			t.Errorf("Veto(%s, %q) = %+v, %v; want %+v, %v", c.a.Tool, c.reply, v, vetoed, c.want, wantVeto)
+		}
+	}
+}

@@ -16,6 +16,9 @@ type vocabulary struct {
 	words map[string]bool
 	// toolWords are the words of the tool name ("cancel", "subscription").
 	toolWords map[string]bool
+	// riddance: the tool name has a verb of getting rid of something (cancel_subscription,
+	// delete_file), so "scrap it" or "call it off" may name the action itself.
+	riddance bool
 	// numbers holds the canonical numbers of the arguments (see canonicalNumber).
 	numbers map[string]bool
 	// keysOf maps a word of a string value to the argument names that hold it.
@@ -28,6 +31,7 @@ func newVocabulary(a Action) *vocabulary {
 	v := &vocabulary{words: map[string]bool{}, toolWords: map[string]bool{}, numbers: map[string]bool{}, keysOf: map[string][]string{}}
 	for _, w := range nameWords(a.Tool) {
 		v.toolWords[w] = true
+		v.riddance = v.riddance || riddanceVerbs[w]
 		v.addWord(w)
 	}
 	if len(bytes.TrimSpace(a.Arguments)) == 0 {
