@@ -166,8 +166,9 @@ func (an *analysis) approves() bool {
 
 // refuses reports whether the reply is a clean refusal: no approval phrase anywhere, a first
 // clause made of refusal phrases and neutral words only, without a hedge, a condition or a
-// sarcasm marker, and no double negation ("not a no", "do not cancel it"). Later clauses may
-// hold words the rules do not know ("no, leave the door locked").
+// sarcasm marker, no double negation ("not a no", "do not cancel it") and no order to run the
+// action after all ("scrap that, book it"). Later clauses may hold words the rules do not know
+// ("no, leave the door locked").
 func (an *analysis) refuses() bool {
 	if an.refusal == 0 {
 		an.refusal = 1
@@ -179,7 +180,7 @@ func (an *analysis) refuses() bool {
 }
 
 func (an *analysis) cleanRefusal() bool {
-	if an.count[kindApproval] > 0 || an.count[kindRefusal] == 0 || an.negatedCallOff {
+	if an.count[kindApproval] > 0 || an.count[kindRefusal] == 0 || an.negatedCallOff || an.ordersAction() {
 		return false
 	}
 	from, to := an.u.firstClause()
@@ -212,6 +213,27 @@ func (an *analysis) cleanRefusal() bool {
 		}
 	}
 	return refusal
+}
+
+// ordersAction reports whether the action's verb, not negated, opens a clause or follows a
+// refusal phrase: "scrap that, book it", "never mind, just book it", "no book it", "no, book two
+// instead". After a refusal that is a correction (perhaps with changed arguments), not a
+// refusal. "No, I'll book it myself" and "no, don't book it" do not order the action.
+func (an *analysis) ordersAction() bool {
+	words := an.u.words
+	for i, w := range words {
+		if w != an.v.verb || an.kind[i] == kindRefusal || an.negatedInClause(i) {
+			continue
+		}
+		j := i - 1
+		for j >= 0 && an.u.clause[j] == an.u.clause[i] && verbOpeners[words[j]] {
+			j--
+		}
+		if j < 0 || an.u.clause[j] != an.u.clause[i] || an.kind[j] == kindRefusal {
+			return true
+		}
+	}
+	return false
 }
 
 // covered reports whether words[i:i+n] are all part of approval or refusal phrases.

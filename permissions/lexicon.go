@@ -303,6 +303,8 @@ var (
 	joiners = wordSet("and then plus also")
 	// joinerSkip may stand between a joiner and its verb.
 	joinerSkip = wordSet("please also then just and")
+	// verbOpeners may stand before a verb that opens a clause ("never mind, just book it").
+	verbOpeners = wordSet("please just then and so now also")
 	// restrictors limit the action to part of it when a word of the action follows ("just
 	// pepperoni"); "just do it" is an approval.
 	restrictors = wordSet("just simply merely")

@@ -210,6 +210,25 @@ func TestRefusalFamilies(t *testing.T) {
 		{book, "Forget that, do it.", hold(ReasonNegation)},
 		{book, "Okay, never mind.", hold(ReasonNegation)},
 
+		// A refusal followed by an order to run the action is a correction, not a refusal.
+		{book, "Scrap that, book it.", hold(ReasonNegation)},
+		{book, "Cancel that, book it.", hold(ReasonNegation)},
+		{book, "Never mind, just book it.", hold(ReasonNegation)},
+		{book, "No book it", hold(ReasonNegation)},
+		{book, "Scrap that, book two instead.", hold(ReasonChangedArguments)},
+		{book, "Cancel that, book two instead.", hold(ReasonChangedArguments)},
+		{book, "No, book it for two.", hold(ReasonChangedArguments)},
+		{cancelAction, "Never mind, cancel it.", hold(ReasonNegation)},
+		{cancelAction, "No, cancel it.", hold(ReasonNegation)},
+		// Not when the verb is negated or the caller will do it themselves.
+		{book, "Don't book it.", decline},
+		{book, "No, don't book it.", decline},
+		{book, "Scrap that, please don't book it.", decline},
+		{book, "No, I'll book it myself.", decline},
+		{book, "Cancel that, I'll book it myself.", decline},
+		{emailAction, "No, I'll send it myself.", decline},
+		{book, "Scrap the booking.", decline},
+
 		// "Scrap it", "drop it", "call it off" can name an action that gets rid of something:
 		// unclear there, like "cancel that" for cancel_subscription.
 		{cancelAction, "Cancel that.", hold(ReasonUnclear)},

@@ -16,6 +16,9 @@ type vocabulary struct {
 	words map[string]bool
 	// toolWords are the words of the tool name ("cancel", "subscription").
 	toolWords map[string]bool
+	// verb is the first word of the tool name, taken as the action's verb ("book" for
+	// book_table).
+	verb string
 	// riddance: the tool name has a verb of getting rid of something (cancel_subscription,
 	// delete_file), so "scrap it" or "call it off" may name the action itself.
 	riddance bool
@@ -29,7 +32,10 @@ type vocabulary struct {
 // tool name.
 func newVocabulary(a Action) *vocabulary {
 	v := &vocabulary{words: map[string]bool{}, toolWords: map[string]bool{}, numbers: map[string]bool{}, keysOf: map[string][]string{}}
-	for _, w := range nameWords(a.Tool) {
+	for i, w := range nameWords(a.Tool) {
+		if i == 0 {
+			v.verb = w
+		}
 		v.toolWords[w] = true
 		v.riddance = v.riddance || riddanceVerbs[w]
 		v.addWord(w)
