@@ -59,8 +59,10 @@ var corpusMinimum = map[string]int{
 }
 
 // TestCorpus runs the rule-based verifier on every labelled case, logs the confusion matrix per
-// category (go test -run TestCorpus -v ./permissions/) and fails on any false approval, or when
-// fewer than 95% of the approvals are approved or fewer than 95% of the refusals declined.
+// category (go test -run TestCorpus -v ./permissions/) and fails on any false approval, on any
+// decline of a reply that is not a refusal (a decline is terminal: the caller is not asked
+// again), or when fewer than 95% of the approvals are approved or fewer than 95% of the refusals
+// declined.
 func TestCorpus(t *testing.T) {
 	cases := loadCorpus(t)
 	if len(cases) < 400 {
@@ -92,6 +94,9 @@ func TestCorpus(t *testing.T) {
 		m.add(c.Category, c.Expected, j.Verdict)
 		if j.Verdict == jobs.Approve && c.Expected != jobs.Approve {
 			t.Errorf("FALSE APPROVAL [%s] %s %s: %q (want %s)", c.Category, c.Action, c.Arguments, c.Reply, c.Expected)
+		}
+		if j.Verdict == jobs.Decline && c.Expected != jobs.Decline {
+			t.Errorf("FALSE DECLINE [%s] %s %s: %q (want %s)", c.Category, c.Action, c.Arguments, c.Reply, c.Expected)
 		}
 		if j.Verdict != c.Expected {
 			misses = append(misses, fmt.Sprintf("%-18s %-8s→ %-8s %-18s %q (%s)", c.Category, c.Expected, j.Verdict, j.Reason, c.Reply, c.Action))
