@@ -2,7 +2,6 @@ package broker
 
 import (
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -51,17 +50,19 @@ func (c *Client) Receive(data []byte) {
 	}
 	lim := &c.session.node.cfg.Limits
 	if len(data) > lim.MaxFrameBytes {
-		c.violation(frames.Errorf(frames.CodeLimitExceeded, "frame of %d bytes is over the limit of %d bytes", len(data), lim.MaxFrameBytes))
+		e := frames.Errorf(frames.CodeLimitExceeded, "frame of %d bytes is over the limit of %d bytes", len(data), lim.MaxFrameBytes)
+		e.Ref = frames.PeekID(data) // SPEC 2: an answer to a frame carries its id
+		c.violation(e)
 		return
 	}
 	if !c.limiter.Allow() {
 		e := frames.Errorf(frames.CodeLimitExceeded, "more than %g frames/s (burst %d) on this connection", lim.FramesPerSecond, lim.FrameBurst)
-		e.Ref = frameID(data) // SPEC 2: an answer to a frame carries its id
+		e.Ref = frames.PeekID(data)
 		c.violation(e)
 		return
 	}
 	c.violations = 0
-	f, err := frames.Decode(data)
+	f, err := frames.DecodeClient(data)
 	if err != nil {
 		e := decodeError(err)
 		c.session.post(func() { c.session.clientError(c, e) })
@@ -116,25 +117,17 @@ func requestID(f frames.Frame) string {
 	return ""
 }
 
-// frameID reads the id of a frame that is not decoded ("" when it has none).
-func frameID(data []byte) string {
-	var f struct {
-		ID string `json:"id"`
-	}
-	if json.Unmarshal(data, &f) != nil || len(f.ID) > frames.MaxIDLen {
-		return ""
-	}
-	return f.ID
-}
-
-// Oversized reports a message the transport refused to read whole (over MaxFrameBytes).
-func (c *Client) Oversized(size int) {
+// Oversized reports a message the transport refused to read whole (over MaxFrameBytes); ref is
+// its id as frames.PeekID read it from the part that was read ("" when none could be read).
+func (c *Client) Oversized(size int, ref string) {
 	if c.relay != nil {
-		c.relay.forward(relayMsg{Op: opOversized, Size: size})
+		c.relay.forward(relayMsg{Op: opOversized, Size: size, Ref: ref})
 		return
 	}
 	lim := &c.session.node.cfg.Limits
-	c.violation(frames.Errorf(frames.CodeLimitExceeded, "frame of at least %d bytes is over the limit of %d bytes", size, lim.MaxFrameBytes))
+	e := frames.Errorf(frames.CodeLimitExceeded, "frame of at least %d bytes is over the limit of %d bytes", size, lim.MaxFrameBytes)
+	e.Ref = ref
+	c.violation(e)
 }
 
 // violation answers a frame over a limit; a connection that keeps exceeding is closed with
@@ -173,7 +166,7 @@ func (c *Client) Dropped() {
 // finds the session, attaches or resumes a slot and sends the welcome (and, on resume, the
 // replay). It returns nil after refusing the hello with an error frame and close 1008.
 func (n *Node) Hello(tr Transport, data []byte) *Client {
-	f, err := frames.Decode(data)
+	f, err := frames.DecodeClient(data)
 	if err != nil {
 		n.refuse(tr, decodeError(err))
 		return nil

@@ -21,11 +21,7 @@ func (s *Session) handleFrame(c *Client, f frames.Frame, at time.Time) {
 		return
 	}
 	sl := c.slot
-	ref := requestID(f)
-	if dir, _ := frames.DirectionOf(f.FrameType()); dir != frames.ClientToBroker {
-		s.sendError(sl, ref, frames.Errorf(frames.CodeBadFrame, "%s is a frame the broker sends, not one it receives", f.FrameType()))
-		return
-	}
+	ref := requestID(f) // a frame of the broker's never gets here: frames.DecodeClient refused it
 	if !allowed(sl.role, f.FrameType()) {
 		s.sendError(sl, ref, frames.Errorf(frames.CodeForbidden, "a %s connection may not send %s", sl.role, f.FrameType()))
 		return

@@ -45,7 +45,9 @@ func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) *Client {
 	if err := n.sendTo(holder, relayMsg{Op: opHello, Conn: e.conn, Data: data}); err != nil {
 		n.log.Warn("broker: relaying a hello to the session's node", "session", h.SessionID, "node", holder, "err", err)
 		e.forget()
-		n.refuse(tr, frames.Errorf(frames.CodeInternal, "the node that holds session %s cannot be reached; try again", h.SessionID))
+		e := frames.Errorf(frames.CodeInternal, "the node that holds session %s cannot be reached; try again", h.SessionID)
+		e.Ref, e.Retryable = h.ID, true
+		n.refuse(tr, e)
 		return nil
 	}
 	return &Client{relay: e, tr: tr}

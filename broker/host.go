@@ -93,21 +93,32 @@ func (s *Session) jobAddr(callID, handle string) jobs.Addr {
 	return jobs.Addr{Tenant: s.tenant, SessionID: s.id, CallID: callID, Handle: handle}
 }
 
-// jobError maps an engine error to the error frame of SPEC 2.1.
-func jobError(err error, callID, handle string) *frames.Error {
+// jobError maps an engine error about the job a host frame named (by call_id or handle) to the
+// error frame of SPEC 2.1. It carries both call_id and handle whenever the session knows the
+// call: a job named by its handle that has finished or is not running is looked up for its
+// call_id (an error path only).
+func (s *Session) jobError(err error, callID, handle string) *frames.Error {
 	var e *frames.Error
+	known := false
 	switch {
 	case errors.Is(err, jobs.ErrUnknownCall):
 		e = frames.Errorf(frames.CodeUnknownCall, "no job of this session is %s", describeRef(callID, handle))
 	case errors.Is(err, jobs.ErrCallFinished):
 		e = frames.Errorf(frames.CodeCallFinished, "the job %s has finished", describeRef(callID, handle))
+		known = true
 	case errors.Is(err, jobs.ErrCallNotPending):
 		e = frames.Errorf(frames.CodeCallNotPending, "the job %s is not running", describeRef(callID, handle))
+		known = true
 	default:
 		e = frames.Errorf(frames.CodeInternal, "the job store failed; try again")
 		e.Retryable = true
 	}
 	e.CallID, e.Handle = callID, handle
+	if known && (callID == "" || handle == "") {
+		if j, err := s.engine().Lookup(s.ctx(), s.jobAddr(callID, handle)); err == nil {
+			e.CallID, e.Handle = j.CallID, j.Handle
+		}
+	}
 	return e
 }
 
@@ -127,7 +138,7 @@ func (s *Session) deferCall(sl *Slot, f *frames.ToolDeferred) {
 	})
 	ack, err := s.engine().DeferWithFrame(s.ctx(), s.jobAddr(f.CallID, ""), f.Handle, f.StatusLabel, fo)
 	if err != nil {
-		s.sendError(sl, f.ID, jobError(err, f.CallID, ""))
+		s.sendError(sl, f.ID, s.jobError(err, f.CallID, ""))
 		return
 	}
 	ack.Ref = f.ID
@@ -146,7 +157,7 @@ func encodeWithSeq(f frames.Frame, seq int64) []byte {
 // progress applies tool_progress: answered with nothing on success (SPEC 7).
 func (s *Session) progress(sl *Slot, f *frames.ToolProgress) {
 	if err := s.engine().Progress(s.ctx(), s.jobAddr(f.CallID, f.Handle), f.Note); err != nil {
-		s.sendError(sl, f.ID, jobError(err, f.CallID, f.Handle))
+		s.sendError(sl, f.ID, s.jobError(err, f.CallID, f.Handle))
 	}
 }
 
@@ -157,7 +168,7 @@ func (s *Session) partial(sl *Slot, f *frames.ToolPartialResult) {
 		p.Interaction = &jobs.Interaction{ID: ia.ID, Prompt: ia.Prompt, Options: ia.Options}
 	}
 	if _, err := s.engine().PartialResult(s.ctx(), s.jobAddr(f.CallID, f.Handle), p); err != nil {
-		s.sendError(sl, f.ID, jobError(err, f.CallID, f.Handle))
+		s.sendError(sl, f.ID, s.jobError(err, f.CallID, f.Handle))
 	}
 }
 
@@ -170,7 +181,7 @@ func (s *Session) result(sl *Slot, f *frames.ToolResult) {
 	}
 	isError := f.Error != ""
 	if _, err := s.engine().Result(s.ctx(), s.jobAddr(f.CallID, f.Handle), f.Output, f.Error, isError); err != nil {
-		s.sendError(sl, f.ID, jobError(err, f.CallID, f.Handle))
+		s.sendError(sl, f.ID, s.jobError(err, f.CallID, f.Handle))
 	}
 }
 
@@ -186,7 +197,7 @@ func (s *Session) jobCancel(sl *Slot, f *frames.JobCancel) {
 	}
 	res, j, err := s.engine().Cancel(s.ctx(), s.jobAddr(f.CallID, f.Handle), reason)
 	if err != nil {
-		s.sendError(sl, f.ID, jobError(err, f.CallID, f.Handle))
+		s.sendError(sl, f.ID, s.jobError(err, f.CallID, f.Handle))
 		return
 	}
 	out := &frames.JobCancelResult{Reply: frames.Reply{Ref: f.ID}, Result: res}
@@ -201,7 +212,7 @@ func (s *Session) interactionUpdate(sl *Slot, f *frames.ToolInteractionUpdate) {
 	a := s.jobAddr(f.CallID, f.Handle)
 	res, err := s.engine().UpdateInteraction(s.ctx(), a, f.InteractionID, f.State)
 	if err != nil {
-		s.sendError(sl, f.ID, jobError(err, f.CallID, f.Handle))
+		s.sendError(sl, f.ID, s.jobError(err, f.CallID, f.Handle))
 		return
 	}
 	ack := &frames.ToolInteractionUpdateAck{Reply: frames.Reply{Ref: f.ID}, InteractionID: f.InteractionID, State: f.State, Result: res}

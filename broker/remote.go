@@ -26,6 +26,7 @@ type relayMsg struct {
 	Code   int    `json:"code,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Size   int    `json:"size,omitempty"`
+	Ref    string `json:"ref,omitempty"` // opOversized: the id read from the frame's start
 }
 
 // The ops of relayMsg: edge → holder, then holder → edge.
@@ -147,7 +148,7 @@ func (rc *remoteConn) run() {
 		case m.Op == opAudio:
 			c.ReceiveAudio(m.Data)
 		case m.Op == opOversized:
-			c.Oversized(m.Size)
+			c.Oversized(m.Size, m.Ref)
 		case m.Op == opDrop:
 			c.Dropped()
 			return

@@ -23,41 +23,45 @@ import (
 // the error is a *Error with code bad_frame (or unknown_frame) whose message names the
 // offending field by its path (for example tools[2].name), and whose Ref is the frame's id
 // when the frame has a readable one.
-func Decode(b []byte) (Frame, error) {
+func Decode(b []byte) (Frame, error) { return decode(b, "") }
+
+// DecodeClient is Decode for what a client sends the broker: a frame type only the broker sends
+// (tool_call, welcome, …) is answered unknown_frame, saying so, before any of its fields is
+// looked at — it is not a malformed broker frame but no frame a client may send (SPEC 2).
+func DecodeClient(b []byte) (Frame, error) { return decode(b, ClientToBroker) }
+
+// decode is Decode; when only is set, a frame type of the other direction is unknown_frame.
+func decode(b []byte, only Direction) (Frame, error) {
 	// One validating pass over the whole frame; after it the scanner of scan.go only finds
 	// member boundaries.
 	start := skipSpace(b, 0)
 	if !json.Valid(b) || b[start] != '{' {
-		return nil, badFrame("frame is not a valid JSON object")
+		err := badFrame("frame is not a valid JSON object")
+		err.Ref = PeekID(b)
+		return nil, err
 	}
 	obj := b[start:]
-	var typ, id []byte
+	var typ []byte
 	for s := members(obj); ; {
 		key, val, ok := s.next()
 		if !ok {
 			break
 		}
-		switch name := nameOf(key); string(name) {
-		case "type":
+		if string(nameOf(key)) == "type" {
 			typ = val
-		case "id":
-			id = val
 		}
 	}
-	f, err := decodeFrame(obj, typ)
+	f, err := decodeFrame(obj, typ, only)
 	if err != nil {
-		if id != nil { // the ref of the error, read only when there is an error
-			if s, ok := decodeString(id); ok && len(s) <= MaxIDLen {
-				err.Ref = s
-			}
-		}
+		err.Ref = PeekID(obj) // the ref of the error, read only when there is an error
 		return nil, err
 	}
 	return f, nil
 }
 
-// decodeFrame decodes the frame object obj whose type member is typ (nil when absent).
-func decodeFrame(obj, typ []byte) (Frame, *Error) {
+// decodeFrame decodes the frame object obj whose type member is typ (nil when absent); a type
+// of another direction than only (when set) is unknown_frame.
+func decodeFrame(obj, typ []byte, only Direction) (Frame, *Error) {
 	if typ == nil || isNull(typ) {
 		return nil, badFrame("missing required field type")
 	}
@@ -68,6 +72,9 @@ func decodeFrame(obj, typ []byte) (Frame, *Error) {
 	if r == nil {
 		name, _ := decodeString(typ)
 		return nil, &Error{Code: CodeUnknownFrame, Message: fmt.Sprintf("unknown frame type %q", truncate(name, 64))}
+	}
+	if only != "" && r.dir != only {
+		return nil, &Error{Code: CodeUnknownFrame, Message: fmt.Sprintf("%s is a frame the broker sends, not one it receives", r.typ)}
 	}
 	v := reflect.New(r.goType)
 	sc := getScratch()

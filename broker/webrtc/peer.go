@@ -71,6 +71,7 @@ type peer struct {
 type inbound struct {
 	data []byte
 	size int
+	ref  string // when data is nil (oversized): the id read from the message
 }
 
 // item is one entry of the send queue: a frame, or the close that ends it.
@@ -230,7 +231,7 @@ func (p *peer) onDataChannel(dc *webrtc.DataChannel) {
 		// Text and binary messages alike are frames: audio travels on the RTP track.
 		msg := inbound{data: m.Data}
 		if len(m.Data) > p.frameLimit {
-			msg = inbound{size: len(m.Data)}
+			msg = inbound{size: len(m.Data), ref: frames.PeekID(m.Data)}
 		}
 		select {
 		case p.in <- msg: // blocks while run is behind: back-pressure through SCTP
@@ -334,7 +335,7 @@ func (p *peer) serve(c *broker.Client) {
 		select {
 		case m := <-p.in:
 			if m.data == nil {
-				c.Oversized(m.size)
+				c.Oversized(m.size, m.ref)
 				continue
 			}
 			c.Receive(m.data)

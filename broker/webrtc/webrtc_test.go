@@ -369,15 +369,15 @@ func TestHelloTimeout(t *testing.T) {
 }
 
 // TestOversizedFrame: a data-channel message over the frame limit is answered with
-// limit_exceeded and the connection goes on.
+// limit_exceeded, carrying the frame's id as ref (SPEC 2), and the connection goes on.
 func TestOversizedFrame(t *testing.T) {
 	t.Parallel()
 	_, _, _, c := joined(t, Options{}, broker.Config{Limits: broker.Limits{MaxFrameBytes: 32 << 10}})
 	if !strings.Contains(c.Answer, "a=max-message-size:131072") {
 		t.Errorf("the answer does not announce four times the frame limit as max-message-size:\n%s", c.Answer)
 	}
-	c.send(map[string]any{"type": "caller.text", "text": strings.Repeat("x", 40<<10)})
-	c.expect(wiretest.Error("limit_exceeded"))
+	c.send(map[string]any{"type": "caller.text", "id": "too-big", "text": strings.Repeat("x", 40<<10)})
+	c.expect(wiretest.TypeWith("error", "code", "limit_exceeded", "ref", "too-big"))
 	c.send(map[string]any{"type": "caller.text", "text": "say still here"})
 	c.expect(wiretest.TypeWith("transcript", "role", "agent", "text", "still here"))
 	c.checkSeq()

@@ -23,10 +23,7 @@ type probe struct {
 	// "cancel:RESULT" (job.cancel_result), or "" when the frame is answered with nothing.
 	want string
 	ref  string // the ref the answer carries ("" for none)
-	// refOptional accepts the answer with or without ref (the id is unreadable to a broker
-	// that rejects the frame early, readable to one that looks further).
-	refOptional bool
-	desc        string
+	desc string
 }
 
 // check tells what is wrong with f as the answer p wants ("" when nothing is).
@@ -43,9 +40,6 @@ func (p probe) check(f Frame) string {
 	}
 	if !ok {
 		return fmt.Sprintf("want %s", p.want)
-	}
-	if p.refOptional && (!f.Has("ref") || f.Str("ref") == p.ref) {
-		return ""
 	}
 	if f.Str("ref") != p.ref || (p.ref == "" && f.Has("ref")) {
 		return fmt.Sprintf("want ref %q", p.ref)
@@ -79,9 +73,14 @@ func hostileProbe(rng *rand.Rand, conn, i int, tg stormTarget) probe {
 			b[0] = '<'
 		}
 		return probe{data: b, want: "error:bad_frame", desc: "random bytes"}
-	case k < 8: // truncated JSON of a valid frame
+	case k < 8: // truncated JSON of a valid frame: its id is read when the cut comes after it
 		full := fmt.Sprintf(`{"type":"tool_progress","id":%s,"handle":%s,"note":"truncated %d"}`, q(id), q(tg.handle), i)
-		return probe{data: []byte(full[:1+rng.IntN(len(full)-1)]), want: "error:bad_frame", desc: "truncated JSON"}
+		cut := 1 + rng.IntN(len(full)-1)
+		ref := ""
+		if cut >= strings.Index(full, q(id))+len(q(id)) {
+			ref = id
+		}
+		return probe{data: []byte(full[:cut]), want: "error:bad_frame", ref: ref, desc: "truncated JSON"}
 	case k < 14: // wrong field types, missing fields, broken exactly-one rules
 		forms := []string{
 			`{"type":"tool_progress","id":%[1]s,"call_id":5,"note":"x"}`,
@@ -109,23 +108,21 @@ func hostileProbe(rng *rand.Rand, conn, i int, tg stormTarget) probe {
 			`{"type":"session.end","id":%[1]s,"extra":` + "\x00" + `}`,
 		}
 		f := forms[rng.IntN(len(forms))]
-		want, ref := "error:bad_frame", id
-		if strings.Contains(f, "\x00") {
-			ref = "" // not JSON at all
-		}
-		return mk(want, ref, "wrong types: "+f, f, q(id), q(tg.handle), q(tg.callID))
+		return mk("error:bad_frame", id, "wrong types: "+f, f, q(id), q(tg.handle), q(tg.callID))
 	case k < 17: // unknown frame types
 		types := []string{"tool_explode", "", "TOOL_RESULT", "tool_result ", strings.Repeat("x", 5000), "hello\u0000", "__proto__", "😀", "tool_progress\n"}
 		return mk("error:unknown_frame", id, "unknown type", `{"type":%s,"id":%s}`, q(types[rng.IntN(len(types))]), q(id))
-	case k < 19: // frames only the broker sends
+	case k < 19: // frames only the broker sends, whole or in part: unknown_frame, saying so
 		forms := []string{
-			`{"type":"welcome","session_id":"s","connection_id":"c","resume_token":"r","resume_window_ms":1,"heartbeat_ms":1,"server_time_ms":1}`,
-			`{"type":"tool_call","call_id":%[1]s,"name":"work","arguments":{},"deferred":true,"timeout_ms":1,"session_id":"s"}`,
-			`{"type":"session.ended","reason":"ended"}`,
-			`{"type":"tool_cancel","call_id":%[1]s,"reason":"timeout"}`,
-			`{"type":"error","code":"internal","message":"x","retryable":true}`,
+			`{"type":"welcome","id":%[2]s,"session_id":"s","connection_id":"c","resume_token":"r","resume_window_ms":1,"heartbeat_ms":1,"server_time_ms":1}`,
+			`{"type":"tool_call","id":%[2]s,"call_id":%[1]s,"name":"work","arguments":{},"deferred":true,"timeout_ms":1,"session_id":"s"}`,
+			`{"type":"tool_call","id":%[2]s,"call_id":%[1]s,"name":"work","arguments":{}}`,
+			`{"type":"session.ended","id":%[2]s,"reason":"ended"}`,
+			`{"type":"tool_cancel","id":%[2]s,"call_id":%[1]s,"reason":"timeout"}`,
+			`{"type":"error","id":%[2]s,"code":"internal","message":"x","retryable":true}`,
+			`{"type":"tool_deferred_ack","id":%[2]s}`,
 		}
-		return mk("error:bad_frame", "", "broker frame", forms[rng.IntN(len(forms))], q(tg.callID))
+		return mk("error:unknown_frame", id, "broker frame", forms[rng.IntN(len(forms))], q(tg.callID), q(id))
 	case k < 21: // frames of another role: a host may not act as the agent
 		forms := []string{
 			`{"type":"agent.tool_call","id":%[1]s,"call_id":"evil","conversation_id":"root","name":"work","arguments":{}}`,
@@ -159,9 +156,7 @@ func hostileProbe(rng *rand.Rand, conn, i int, tg stormTarget) probe {
 			return mk("error:unknown_call", id, "progress unknown call, deep junk", `{"type":"tool_progress","id":%s,"call_id":%s,"note":"x","junk":%s}`, q(id), q(missingCallID), nest(500, "1"))
 		}
 	case k < 29: // nesting deeper than any decoder's limit (encoding/json stops at 10,000)
-		p := mk("error:bad_frame", id, "deep nesting", `{"type":"tool_progress","id":%s,"handle":%s,"note":"x","junk":%s}`, q(id), q(tg.handle), nest(10001+rng.IntN(2000), ""))
-		p.refOptional = true
-		return p
+		return mk("error:bad_frame", id, "deep nesting", `{"type":"tool_progress","id":%s,"handle":%s,"note":"x","junk":%s}`, q(id), q(tg.handle), nest(10001+rng.IntN(2000), ""))
 	case k < 32: // ids that are not strings of at most 64 bytes: no ref can be given
 		ids := []string{q(strings.Repeat("i", 65)), "12", "{}", `["a"]`, "true"}
 		idv := ids[rng.IntN(len(ids))]
@@ -191,7 +186,7 @@ func hostileProbe(rng *rand.Rand, conn, i int, tg stormTarget) probe {
 func hugeProbe(conn int) probe {
 	note := strings.Repeat("A", 1<<20)
 	return probe{data: []byte(fmt.Sprintf(`{"type":"tool_progress","id":"huge-%d","handle":"x","note":%q}`, conn, note)),
-		want: "error:limit_exceeded", ref: "huge-" + fmt.Sprint(conn), refOptional: true, desc: "frame over 1 MiB"}
+		want: "error:limit_exceeded", ref: "huge-" + fmt.Sprint(conn), desc: "frame over 1 MiB"}
 }
 
 // stormConn sends probes on a fresh host connection of the session, then a sentinel, and checks

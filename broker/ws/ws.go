@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/backchannel-io/backchannel/broker"
+	"github.com/backchannel-io/backchannel/frames"
 )
 
 // Options configure the transport.
@@ -305,7 +306,7 @@ func (c *conn) run(h *Handler, node *broker.Node, helloTimeout, heartbeat time.D
 		case m.oversized && m.binary:
 			// caller audio is 20 ms a message: one over the frame limit is dropped
 		case m.oversized:
-			client.Oversized(m.size)
+			client.Oversized(m.size, m.ref)
 		case m.binary:
 			client.ReceiveAudio(m.data)
 		default:
@@ -349,6 +350,7 @@ type message struct {
 	size      int    // its size in bytes
 	binary    bool   // caller audio rather than a text frame
 	oversized bool   // over the frame limit: discarded as it arrived
+	ref       string // when oversized: the id read from the part that was read
 }
 
 // read returns the next message: a text frame, or (binary) caller audio. A message over the
@@ -370,6 +372,9 @@ func (c *conn) read(ctx context.Context) (message, error) {
 			return message{}, err
 		}
 		m.size, m.oversized = int(n+rest), true
+		if !m.binary {
+			m.ref = frames.PeekID(buf.Bytes())
+		}
 		return m, nil
 	}
 	m.data, m.size = buf.Bytes(), int(n)
