@@ -217,7 +217,7 @@ func TestInfoDescribesTheEndpoint(t *testing.T) {
 }
 
 // TestChannelsListTheFramesOfEachRole checks, in the built document, that each channel lists
-// exactly the frames its role sends (publish) and receives (subscribe), as SPEC.md assigns
+// exactly the frames its role sends (publish) and receives (subscribe), as docs/spec.md assigns
 // them: a frame missing from a role, or listed for a role that never sees it, fails.
 func TestChannelsListTheFramesOfEachRole(t *testing.T) {
 	// host: SPEC 3 (hello, welcome, session.end/ended), 4, 5, 6, 7, 8 (narration, delivery

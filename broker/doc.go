@@ -10,5 +10,5 @@
 // connection owns a Slot with its outbox, seq counter and rotating resume token (SPEC 10).
 //
 // Node.Handler serves the HTTP API (sessions, timelines, health, metrics) around a transport's
-// handler. docs/broker.md records the choices made where SPEC.md is silent.
+// handler. docs/broker.md records the choices made where docs/spec.md is silent.
 package broker

@@ -1,5 +1,5 @@
 // Package frames is the wire vocabulary of the Backchannel broker: one Go type per frame of
-// SPEC.md, their encoding and decoding, the validation rules of each frame, and the error codes
+// docs/spec.md, their encoding and decoding, the validation rules of each frame, and the error codes
 // of SPEC 2.1.
 //
 // Every frame is one JSON object with a string member "type". Client → broker frames embed
@@ -24,7 +24,7 @@
 //
 // Required fields are marked with the struct tag `required:"true"`, the single source of truth
 // for the decoder and for generated documentation; the doc comments of the frame types and
-// their fields describe the messages. The closed sets of strings SPEC.md names (roles, job
+// their fields describe the messages. The closed sets of strings docs/spec.md names (roles, job
 // states, reasons, results) are typed string constants with Valid and Enum methods.
 //
 // This package checks the shape of frames only: field types, required fields, the

@@ -1,6 +1,6 @@
 package frames
 
-// This file holds the closed sets of strings that SPEC.md names for frame fields. Every group
+// This file holds the closed sets of strings that docs/spec.md names for frame fields. Every group
 // is its own string type with a Valid method (is the value one of the group?) and an Enum
 // method listing the values in SPEC order; Enum has the signature of the Enum interface of
 // github.com/swaggest/jsonschema-go, so generated schemas list the allowed values.

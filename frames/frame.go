@@ -65,7 +65,7 @@ type registration struct {
 }
 
 // registry lists every frame type: client → broker first, then broker → client, each in the
-// order SPEC.md introduces them. Types() returns this order.
+// order docs/spec.md introduces them. Types() returns this order.
 var registry = func() []*registration {
 	client := []Frame{
 		Hello{}, ToolsDeclare{}, ToolDeferred{}, ToolProgress{}, ToolPartialResult{}, ToolResult{},

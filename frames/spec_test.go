@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// specFrames is every frame of SPEC.md with its members, written from the SPEC's text: "name"
+// specFrames is every frame of docs/spec.md with its members, written from the SPEC's text: "name"
 // is required, "name?" optional, each with its JSON type after a colon. The envelope members
 // (id of client frames, ref and seq of broker frames) are checked apart. Where a rule allows
 // either of two members (call_id|handle, output|error), both are optional here and Validate
@@ -58,7 +58,7 @@ var specFrames = map[string][]string{
 	"conversation.created":        {"conversation_id:string"},
 }
 
-// specNested is the nested objects of SPEC.md: ToolDecl (4), Interaction (9) and the jobs of
+// specNested is the nested objects of docs/spec.md: ToolDecl (4), Interaction (9) and the jobs of
 // tool_deferred_resume (10).
 var specNested = map[string][]string{
 	"ToolDecl": {"name:string", "description:string", "parameters:object", "timeout?:duration", "deferred?:bool",
@@ -113,13 +113,13 @@ func wireShape(info *structInfo) []string {
 }
 
 // TestFramesHaveTheMembersOfSpec checks every frame type, and the nested objects, against the
-// members SPEC.md gives it: names, required or optional, JSON types — and that there is no frame
-// type SPEC.md does not name.
+// members docs/spec.md gives it: names, required or optional, JSON types — and that there is no frame
+// type docs/spec.md does not name.
 func TestFramesHaveTheMembersOfSpec(t *testing.T) {
 	for _, typ := range Types() {
 		want, ok := specFrames[typ]
 		if !ok {
-			t.Errorf("frame type %s is not a frame of SPEC.md", typ)
+			t.Errorf("frame type %s is not a frame of docs/spec.md", typ)
 			continue
 		}
 		f, _ := New(typ)
@@ -144,7 +144,7 @@ func TestFramesHaveTheMembersOfSpec(t *testing.T) {
 	}
 	for typ := range specFrames {
 		if _, ok := DirectionOf(typ); !ok {
-			t.Errorf("SPEC.md frame %s is not a frame type of package frames", typ)
+			t.Errorf("docs/spec.md frame %s is not a frame type of package frames", typ)
 		}
 	}
 	for name, want := range specNested {

@@ -248,7 +248,7 @@ func TestIsError(t *testing.T) {
 	}
 }
 
-// The fixed texts, compared with literal strings copied from SPEC.md section 13.
+// The fixed texts, compared with literal strings copied from docs/spec.md section 13.
 func TestFixedTexts(t *testing.T) {
 	tests := []struct {
 		name, got, want string

@@ -13,7 +13,7 @@ import (
 	"github.com/backchannel-io/backchannel/internal/brokertest"
 )
 
-// BenchmarkNarrationStart measures "floor free → narration request sent" (DESIGN.md: ≤ 10 ms)
+// BenchmarkNarrationStart measures "floor free → narration request sent" (design target: ≤ 10 ms, docs/BENCHMARKS.md)
 // inside the broker, with the scripted model over real WebSocket connections: in each iteration
 // the caller talks, the host sends a milestone to narrate, the caller falls silent, and the
 // milestone is spoken once the floor is free. The broker's histogram

@@ -104,9 +104,9 @@ func createSession(t *testing.T, e *env, key string) (id, joinToken string) {
 // offerURL is the signaling URL of session id.
 func (e *env) offerURL(id string) string { return e.url + "/v1/sessions/" + id + "/webrtc" }
 
-// clientAPI is the test callers' pion API: the loopback recipe of NOTES.md and the default
-// codecs of a browser (Opus first), so that the broker has to choose PCMU. tweak, if not nil,
-// changes the settings.
+// clientAPI is the test callers' pion API: the loopback recipe (no ICE servers, UDP4 only,
+// loopback candidates, no mDNS: docs/webrtc.md) and the default codecs of a browser (Opus
+// first), so that the broker has to choose PCMU. tweak, if not nil, changes the settings.
 func clientAPI(t *testing.T, tweak func(*webrtc.SettingEngine)) *webrtc.API {
 	t.Helper()
 	var se webrtc.SettingEngine
