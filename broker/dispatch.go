@@ -23,7 +23,7 @@ func (s *Session) handleFrame(c *Client, f frames.Frame, at time.Time) {
 	sl := c.slot
 	ref := requestID(f) // a frame of the broker's never gets here: frames.DecodeClient refused it
 	if !allowed(sl.role, f.FrameType()) {
-		s.sendError(sl, ref, frames.Errorf(frames.CodeForbidden, "a %s connection may not send %s", sl.role, f.FrameType()))
+		s.sendError(sl, ref, frames.Errorf(frames.CodeForbidden, "%s may not be sent on a connection of role %s", f.FrameType(), sl.role))
 		return
 	}
 	switch f := f.(type) {

@@ -49,7 +49,7 @@ func BenchmarkEncodeToolCall(b *testing.B) {
 		Arguments: json.RawMessage(`{"restaurant":"Chez Nous","party_size":4,"time":"2026-01-01T19:30:00+01:00"}`),
 		Deferred:  true,
 		TimeoutMS: 15000,
-		SessionID: "ses_q7h2m4xk9t",
+		SessionID: "sess_q6ipqkdftm0jl42ow4b5",
 	}
 	b.ReportAllocs()
 	for b.Loop() {
