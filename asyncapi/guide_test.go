@@ -12,11 +12,15 @@ import (
 	"github.com/backchannel-io/backchannel/frames"
 )
 
-// This file checks the frames quoted in docs/protocol.md, the protocol guide, against package
-// frames and the document, so the guide cannot drift from the code either.
+// This file checks the frames quoted in docs/protocol.md, the protocol guide, and in
+// docs/textagent.md, the text agents' guide, against package frames and the document, so the
+// guides cannot drift from the code either.
 
-// guidePath is the protocol guide.
-const guidePath = "../docs/protocol.md"
+// guidePath is the protocol guide (for hosts); agentGuidePath the text agents' guide.
+const (
+	guidePath      = "../docs/protocol.md"
+	agentGuidePath = "../docs/textagent.md"
+)
 
 // guideFrame is one frame quoted in the guide: a line "→ JSON" (host → broker) or "← JSON"
 // (broker → host) inside a code block.
@@ -26,10 +30,16 @@ type guideFrame struct {
 	json []byte
 }
 
-// guideFrames reads the quoted frames of the guide.
+// guideFrames reads the quoted frames of the protocol guide.
 func guideFrames(t *testing.T) (text string, out []guideFrame) {
 	t.Helper()
-	b, err := os.ReadFile(guidePath)
+	return quotedFrames(t, guidePath)
+}
+
+// quotedFrames reads the text of the guide at path and the frames it quotes.
+func quotedFrames(t *testing.T, path string) (text string, out []guideFrame) {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,17 +73,27 @@ var callIDMember = regexp.MustCompile(`"call_id":"([^"]*)"`)
 // brokerCallID is the form of a broker call id (SPEC 5).
 var brokerCallID = regexp.MustCompile(`^call_[a-z2-7]{20}$`)
 
-// TestGuideFramesAreValid decodes every frame the guide quotes, checks its direction and its
-// call ids, and validates it against its message in channel host.
+// TestGuideFramesAreValid decodes every frame the protocol guide quotes, checks its direction
+// and its call ids, and validates it against its message in channel host; and the same for the
+// text agents' guide and channel agent.
 func TestGuideFramesAreValid(t *testing.T) {
-	_, quoted := guideFrames(t)
-	if len(quoted) < 40 {
-		t.Fatalf("%s quotes only %d frames", repoPath(guidePath), len(quoted))
+	checkQuotedFrames(t, guidePath, "host", 40)
+	checkQuotedFrames(t, agentGuidePath, "agent", 20)
+}
+
+// checkQuotedFrames checks the frames the guide at path quotes against channel: it must quote at
+// least least frames; the host guide quotes every frame type of its channel, and its call ids
+// are broker call ids (an agent's own call ids are its to choose).
+func checkQuotedFrames(t *testing.T, path, channel string, least int) {
+	t.Helper()
+	_, quoted := quotedFrames(t, path)
+	if len(quoted) < least {
+		t.Fatalf("%s quotes only %d frames", repoPath(path), len(quoted))
 	}
 	schemas := payloadSchemas(t)
 	seen := map[string]bool{}
 	for _, q := range quoted {
-		at := fmt.Sprintf("%s:%d", repoPath(guidePath), q.line)
+		at := fmt.Sprintf("%s:%d", repoPath(path), q.line)
 		f, err := frames.Decode(q.json)
 		if err != nil {
 			t.Errorf("%s: frames.Decode: %v", at, err)
@@ -84,27 +104,27 @@ func TestGuideFramesAreValid(t *testing.T) {
 		if dir, _ := frames.DirectionOf(typ); dir != q.dir {
 			t.Errorf("%s: %s is sent by the %s, but the guide's arrow says %s", at, typ, dir, q.dir)
 		}
-		sch := schemas[typ][messageKey("host", typ)]
+		sch := schemas[typ][messageKey(channel, typ)]
 		if sch == nil {
-			t.Errorf("%s: %s is no frame of channel host", at, typ)
+			t.Errorf("%s: %s is no frame of channel %s", at, typ, channel)
 			continue
 		}
 		if err := sch.Validate(decodeAny(t, q.json)); err != nil {
 			t.Errorf("%s: %s does not validate against its message: %v", at, typ, err)
 		}
 		for _, m := range callIDMember.FindAllSubmatch(q.json, -1) {
-			if !brokerCallID.Match(m[1]) {
+			if channel == "host" && !brokerCallID.Match(m[1]) {
 				t.Errorf("%s: call_id %q is not call_ + 20 characters of a-z2-7", at, m[1])
 			}
 		}
 	}
 	for _, c := range channels() {
-		if c.name != "host" {
+		if c.name != channel || channel != "host" {
 			continue
 		}
 		for _, typ := range append(c.sends, c.receives...) {
 			if !seen[typ] {
-				t.Errorf("%s quotes no %s frame", repoPath(guidePath), typ)
+				t.Errorf("%s quotes no %s frame", repoPath(path), typ)
 			}
 		}
 	}
