@@ -1,8 +1,9 @@
 // Package scripted is the deterministic local model of SPEC 19: a rule table that maps caller
-// text to tool calls and replies, and speech that takes real time (about 60 ms per word) as
-// G.711 µ-law audio — a 440 Hz tone, audible either way — with the `mute N` fault knob that
-// makes its next N responses silent. It makes the broker usable and testable with no keys and
-// no network. It hears text only: caller audio is ignored (the broker's own VAD handles it).
+// text to tool calls and replies, and speech that takes real time (60 ms per word, at least
+// 300 ms) as G.711 µ-law audio — espeak-ng speech when that program is installed, else a 440 Hz
+// tone, audible either way — with the `mute N` fault knob that makes its next N responses
+// silent. It makes the broker usable and testable with no keys and no network. It hears text
+// only: caller audio is ignored (the broker's own VAD handles it).
 package scripted
 
 import (
@@ -17,30 +18,41 @@ import (
 	"sync"
 
 	"github.com/backchannel-io/backchannel/broker/model"
-	"github.com/backchannel-io/backchannel/internal/g711"
 )
 
-// MSPerWord is how long the scripted model speaks each word.
-const MSPerWord = 60
-
-// MinSpeechMS is the shortest speech of a response: even "OK." is audible for longer than the
-// 200 ms that make a narration delivered (SPEC 8).
-const MinSpeechMS = 300
-
-// Model is the scripted model of one session.
+// Model is the scripted model of one session. Its commands never wait for espeak-ng: a
+// response is reported started, with its transcript, at once, and its speech is made by a
+// goroutine of the model, which runs only while there is speech to make. The events of each
+// response come in the order started, transcript, audio, done, and the responses' audio and
+// ends in the order the responses started.
 type Model struct {
-	events model.Events
+	events  model.Events
+	program func() string   // espeak-ng's path, "" when it is not installed
+	ctx     context.Context // ends with Close: stops espeak-ng
+	stop    context.CancelFunc
 
-	mu     sync.Mutex
-	muted  int               // responses left to produce silently
-	calls  map[string]string // the model's tool call ids → tool names
-	seq    int
-	closed bool
+	mu      sync.Mutex
+	muted   int               // responses left to produce silently
+	calls   map[string]string // the model's tool call ids → tool names
+	seq     int
+	closed  bool
+	pending []*response // responses waiting for their speech, in order
+	working bool        // the speech goroutine runs
+	current *response   // the response whose speech is being made
+	abort   func()      // stops the making of current's speech
+	wg      sync.WaitGroup
 }
 
-// New starts a scripted model reporting to events. It is a model.Factory.
-func New(_ context.Context, _ model.Config, events model.Events) (model.Model, error) {
-	return &Model{events: events, calls: make(map[string]string)}, nil
+// New starts a scripted model reporting to events. It is a model.Factory. Ending ctx stops it
+// as Close does.
+func New(ctx context.Context, _ model.Config, events model.Events) (model.Model, error) {
+	return newModel(ctx, events, espeak), nil
+}
+
+func newModel(ctx context.Context, events model.Events, program func() string) *Model {
+	m := &Model{events: events, program: program, calls: make(map[string]string)}
+	m.ctx, m.stop = context.WithCancel(ctx)
+	return m
 }
 
 var (
@@ -201,8 +213,9 @@ func asCompact(raw json.RawMessage) string {
 	return b.String()
 }
 
-// speak produces one response saying text: its transcript and its audio, all at once (the
-// broker plays it out in real time), or nothing audible while muted.
+// speak produces one response saying text (at most its first MaxSpokenWords words), or
+// nothing audible while muted, and returns its id. Its audio may be reported after speak
+// returns; the broker plays it out in real time.
 func (m *Model) speak(text string) string {
 	m.mu.Lock()
 	m.seq++
@@ -211,18 +224,11 @@ func (m *Model) speak(text string) string {
 	if muted {
 		m.muted--
 	}
-	closed := m.closed
+	closed := m.closed || m.ctx.Err() != nil
 	m.mu.Unlock()
-	if closed {
-		return id
+	if !closed {
+		m.start(&response{id: id, text: spokenPart(text), muted: muted})
 	}
-	m.events.ResponseStarted(id)
-	if !muted {
-		m.events.Transcript(id, text, true)
-		ms := max(len(strings.Fields(text))*MSPerWord, MinSpeechMS)
-		m.events.Audio(id, g711.Tone(440, ms, 0.3))
-	}
-	m.events.ResponseDone(id, false, nil)
 	return id
 }
 
@@ -249,8 +255,10 @@ func (m *Model) CallerAudio([]byte) {}
 // SetContext implements model.Model: the scripted model keeps no context.
 func (m *Model) SetContext(model.ContextItem) {}
 
-// Cancel implements model.Model: the response was produced at once; the broker stops playing it.
-func (m *Model) Cancel(string) {}
+// Cancel implements model.Model: a response whose speech is still being made (or waits to be)
+// ends cancelled, with no audio; one whose audio was reported is left alone (the broker stops
+// playing it).
+func (m *Model) Cancel(responseID string) { m.cancel(responseID) }
 
 // SetTools implements model.Model.
 func (m *Model) SetTools([]model.Tool) {}
@@ -258,10 +266,16 @@ func (m *Model) SetTools([]model.Tool) {}
 // SetAutoRespond implements model.Model: the scripted model only answers turns it is given.
 func (m *Model) SetAutoRespond(bool) {}
 
-// Close implements model.Model.
+// Close implements model.Model: it stops espeak-ng and returns once no event can follow.
 func (m *Model) Close() error {
 	m.mu.Lock()
 	m.closed = true
+	m.pending = nil
+	if m.abort != nil {
+		m.abort()
+	}
 	m.mu.Unlock()
+	m.stop()
+	m.wg.Wait()
 	return nil
 }
