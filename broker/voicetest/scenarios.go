@@ -922,7 +922,7 @@ func completionRetryQueuedAtEnd(t *testing.T, vs *voiceSession) {
 	sp := vs.host.expect(narr(j.callID, "completion", "speaking"))
 	m.setLoud(true) // barge in at once, and keep talking
 	vs.host.expect(narr(j.callID, "completion", "interrupted"))
-	time.Sleep(300 * time.Millisecond)
+	vs.settled()
 	played := vs.audioOf(sp.F.str("response_id"))
 	// The broker decides by the frames it played (SPEC 8: 200 ms); the caller's count can fall
 	// short of it (frames that came before the response's first transcript are not attributed

@@ -304,6 +304,19 @@ func (vs *voiceSession) end() {
 	vs.host.send(map[string]any{"type": "session.end"})
 }
 
+// barriers numbers the ids of settled's frames.
+var barriers atomic.Int64
+
+// settled waits until the host has received every frame the broker sent it in the steps it took
+// before now: a job.cancel of a call that does not exist is answered in order, after them (a
+// barrier, no sleep).
+func (vs *voiceSession) settled() {
+	vs.t.Helper()
+	id := fmt.Sprintf("barrier-%d", barriers.Add(1))
+	vs.host.send(map[string]any{"type": "job.cancel", "id": id, "call_id": "call_zzzzzzzzzzzzzzzzzzzz"})
+	vs.host.expect(typ("job.cancel_result", "ref", id))
+}
+
 // narr matches the tool_job_narration of a job's kind in state (interaction: any id).
 func narr(callID, kind, state string) match {
 	return typ("tool_job_narration", "call_id", callID, "kind", kind, "state", state)
