@@ -56,6 +56,14 @@ type Config struct {
 	// renewal (renewed every third of it; default 10 s): a node that crashed is known dead
 	// after that long (SPEC 15).
 	HoldTTL time.Duration
+	// AllowedOrigins are the browser origins (scheme://host[:port]) allowed to open WebSockets,
+	// MCP sessions and HTTP API requests; "*" allows any (SPEC 18 --allowed-origins). A request
+	// whose Origin header is neither the broker's own origin nor listed gets 403.
+	AllowedOrigins []string
+	// LoopbackHostsOnly makes the broker accept only Host headers that name a loopback address
+	// or localhost (SPEC 18: set in dev mode, with no --api-keys), so that a web page cannot
+	// drive a developer's broker through DNS rebinding.
+	LoopbackHostsOnly bool
 }
 
 // Limits are the limits of SPEC 2 (all configurable).
@@ -70,6 +78,22 @@ type Limits struct {
 	OutboxBytes     int     // per slot; default 16 MiB
 	SendQueueBytes  int     // per connection, before it is closed as a slow consumer; default 32 MiB (twice the outbox, so a full replay fits)
 	MaxViolations   int     // limit violations in a row before the connection is closed with 1008; default 100
+	// MailboxFrames and MailboxBytes bound what one connection may have queued for its session:
+	// past them the connection is not read until the session catches up (SPEC 2; default 64
+	// frames, 4 MiB).
+	MailboxFrames int
+	MailboxBytes  int
+	// MaxSessionsPerTenant is the number of open sessions per tenant; one more is
+	// limit_exceeded, HTTP 429 (SPEC 18 --max-sessions-per-tenant; default 10000).
+	MaxSessionsPerTenant int
+	// MaxHostSlots is the number of host slots per session (SPEC 18 --max-host-slots; default 16).
+	MaxHostSlots int
+	// TimelineMaxBytes is a session's timeline size past which entries keep their kind and ids
+	// but their detail strings are cut to 256 bytes (SPEC 18 --timeline-max-bytes; default 4 MiB).
+	TimelineMaxBytes int
+	// MaxTimelineFollowers is the number of ?follow=1 timeline streams per session (SPEC 18
+	// --max-timeline-followers; default 8).
+	MaxTimelineFollowers int
 }
 
 func (c *Config) setDefaults() {
@@ -127,6 +151,12 @@ func (c *Config) setDefaults() {
 	def(&l.OutboxBytes, 16<<20)
 	def(&l.SendQueueBytes, 32<<20)
 	def(&l.MaxViolations, 100)
+	def(&l.MailboxFrames, 64)
+	def(&l.MailboxBytes, 4<<20)
+	def(&l.MaxSessionsPerTenant, 10000)
+	def(&l.MaxHostSlots, 16)
+	def(&l.TimelineMaxBytes, 4<<20)
+	def(&l.MaxTimelineFollowers, 8)
 	if l.FramesPerSecond <= 0 {
 		l.FramesPerSecond = 100
 	}

@@ -55,6 +55,11 @@ type serveConfig struct {
 	rtcICEServers   string
 	rtcTURNUser     string
 	rtcTURNPass     string
+	allowedOrigins  string
+	maxSessions     int
+	maxHostSlots    int
+	timelineMax     int
+	maxFollowers    int
 }
 
 // envOr returns the environment variable's value, or def.
@@ -108,6 +113,23 @@ func parseServe(args []string) (*serveConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	maxSessions, err := envInt("BACKCHANNEL_MAX_SESSIONS_PER_TENANT", 10000)
+	if err != nil {
+		return nil, err
+	}
+	maxHostSlots, err := envInt("BACKCHANNEL_MAX_HOST_SLOTS", 16)
+	if err != nil {
+		return nil, err
+	}
+	maxFollowers, err := envInt("BACKCHANNEL_MAX_TIMELINE_FOLLOWERS", 8)
+	if err != nil {
+		return nil, err
+	}
+	timelineMax, err := envParsed("BACKCHANNEL_TIMELINE_MAX_BYTES", 4<<20, parseSize)
+	if err != nil {
+		return nil, err
+	}
+	c.timelineMax = timelineMax
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", envOr("BACKCHANNEL_ADDR", "127.0.0.1:8080"), "HTTP/WebSocket listen address [BACKCHANNEL_ADDR]")
 	fs.StringVar(&c.store, "store", envOr("BACKCHANNEL_STORE", "memory"), "job store: memory or redis [BACKCHANNEL_STORE]")
@@ -129,6 +151,15 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&c.rtcICEServers, "webrtc-ice-servers", envOr("BACKCHANNEL_WEBRTC_ICE_SERVERS", ""), "comma-separated STUN/TURN URLs for WebRTC (stun:HOST:PORT, turn:HOST:PORT?transport=udp) [BACKCHANNEL_WEBRTC_ICE_SERVERS]")
 	fs.StringVar(&c.rtcTURNUser, "webrtc-turn-username", envOr("BACKCHANNEL_WEBRTC_TURN_USERNAME", ""), "username for the turn:/turns: URLs of --webrtc-ice-servers [BACKCHANNEL_WEBRTC_TURN_USERNAME]")
 	fs.StringVar(&c.rtcTURNPass, "webrtc-turn-credential", envOr("BACKCHANNEL_WEBRTC_TURN_CREDENTIAL", ""), "password for the turn:/turns: URLs of --webrtc-ice-servers [BACKCHANNEL_WEBRTC_TURN_CREDENTIAL]")
+	fs.StringVar(&c.allowedOrigins, "allowed-origins", envOr("BACKCHANNEL_ALLOWED_ORIGINS", ""), "comma-separated browser origins (https://app.example.com) allowed to open WebSockets, MCP and HTTP API requests, * for any; others get 403 (the broker's own origin is always allowed) [BACKCHANNEL_ALLOWED_ORIGINS]")
+	fs.IntVar(&c.maxSessions, "max-sessions-per-tenant", maxSessions, "open sessions per tenant; one more gets limit_exceeded (HTTP 429) [BACKCHANNEL_MAX_SESSIONS_PER_TENANT]")
+	fs.IntVar(&c.maxHostSlots, "max-host-slots", maxHostSlots, "host slots per session [BACKCHANNEL_MAX_HOST_SLOTS]")
+	fs.Func("timeline-max-bytes", "a session's timeline size past which entry details are cut to 256 bytes (bytes, or with KiB/MiB/GiB; default 4MiB) [BACKCHANNEL_TIMELINE_MAX_BYTES]", func(v string) error {
+		n, err := parseSize(v)
+		c.timelineMax = n
+		return err
+	})
+	fs.IntVar(&c.maxFollowers, "max-timeline-followers", maxFollowers, "?follow=1 timeline streams per session [BACKCHANNEL_MAX_TIMELINE_FOLLOWERS]")
 	fs.StringVar(&c.nodeID, "node-id", envOr("BACKCHANNEL_NODE_ID", fmt.Sprintf("%s-%d", host, os.Getpid())), "this node's name [BACKCHANNEL_NODE_ID]")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -154,6 +185,9 @@ func parseServe(args []string) (*serveConfig, error) {
 	}
 	if err := c.checkWebRTCPorts(); err != nil {
 		return nil, err
+	}
+	if c.maxSessions <= 0 || c.maxHostSlots <= 0 || c.maxFollowers <= 0 || c.timelineMax <= 0 {
+		return nil, errors.New("--max-sessions-per-tenant, --max-host-slots, --max-timeline-followers and --timeline-max-bytes must be positive")
 	}
 	for _, u := range strings.Split(c.rtcICEServers, ",") {
 		u = strings.TrimSpace(u)
@@ -188,6 +222,38 @@ func (c *serveConfig) checkWebRTCPorts() error {
 	return nil
 }
 
+// origins lists the --allowed-origins.
+func (c *serveConfig) origins() []string {
+	var out []string
+	for _, o := range strings.Split(c.allowedOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			out = append(out, strings.TrimRight(o, "/"))
+		}
+	}
+	return out
+}
+
+// parseSize reads a size in bytes: a positive integer, optionally with the suffix KiB, MiB or
+// GiB (also KB, MB, GB, K, M, G — all powers of 1024).
+func parseSize(v string) (int, error) {
+	s := strings.TrimSpace(v)
+	mult := 1
+	for _, u := range []struct {
+		suffix string
+		mult   int
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("%q is not a size (bytes, or a number with KiB, MiB or GiB)", v)
+	}
+	return n * mult, nil
+}
+
 // isLoopback reports whether a listen address is on loopback only.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -214,7 +280,8 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	if len(keys) == 0 {
+	devMode := len(keys) == 0
+	if devMode {
 		if !isLoopback(c.addr) {
 			return fmt.Errorf("no --api-keys and --addr %s is not loopback: refusing to start without API keys", c.addr)
 		}
@@ -252,6 +319,9 @@ func serve(args []string) error {
 	defer closeStore()
 
 	cfg := broker.Config{APIKeys: keys, ResumeWindow: c.resumeWindow, BackgroundAfter: c.backgroundAfter, NodeID: c.nodeID,
+		AllowedOrigins: c.origins(), LoopbackHostsOnly: devMode,
+		Limits: broker.Limits{MaxSessionsPerTenant: c.maxSessions, MaxHostSlots: c.maxHostSlots,
+			TimelineMaxBytes: c.timelineMax, MaxTimelineFollowers: c.maxFollowers},
 		Logger: log, DefaultModel: c.model, Models: map[string]model.Factory{
 			"scripted": scripted.New,
 			"openai": openai.New(openai.Options{URL: c.openAIURL, APIKey: c.openAIKey, Model: c.openAIModel,

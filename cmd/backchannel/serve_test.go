@@ -155,3 +155,17 @@ func TestServeRejectsBadConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// TestParseSize reads the sizes of --timeline-max-bytes: bytes, or with a binary suffix.
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int{"4MiB": 4 << 20, "512KiB": 512 << 10, "1GiB": 1 << 30, "100": 100, " 2 MB": 2 << 20, "3K": 3 << 10} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-1MiB", "4 MiBs", "1.5MiB", "MiB", "99999999999GiB"} {
+		if n, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) = %d, want an error", in, n)
+		}
+	}
+}
