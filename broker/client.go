@@ -266,46 +266,66 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 		s, held = n.claim("", h.SessionID)
 	}
 	var tenant string
-	var joinHash [32]byte
-	var ended bool
-	switch {
-	case s != nil:
-		tenant, joinHash = s.tenant, s.joinHash
-	default:
-		e := n.endedInfo(h.SessionID)
-		if e == nil {
-			if h.APIKey != "" {
-				if _, ok := n.tenantOf(h.APIKey); !ok {
-					return nil, false, unauthorized("unknown api_key")
-				}
-			}
-			if held {
-				return nil, false, moving(h.SessionID)
-			}
-			return nil, false, notFound()
-		}
-		tenant, joinHash, ended = e.tenant, e.joinHash, true
+	var joinHash, callerHash [32]byte
+	var ended, exists bool
+	if s != nil {
+		tenant, joinHash, callerHash, exists = s.tenant, s.joinHash, s.callerHash, true
+	} else if e := n.endedInfo(h.SessionID); e != nil {
+		tenant, joinHash, callerHash, ended, exists = e.tenant, e.joinHash, e.callerHash, true, true
+	} else if held {
+		return nil, false, moving(h.SessionID)
 	}
-	switch {
-	case h.JoinToken != "":
-		if hash := hashToken(h.JoinToken); subtle.ConstantTimeCompare(hash[:], joinHash[:]) != 1 {
+	// A wrong token answers unauthorized whether or not the session exists (SPEC 18); an API
+	// key of another tenant answers not_found, exactly as a session that does not exist (3.2).
+	switch helloCredential(h) {
+	case credJoinToken:
+		if hash := hashToken(h.JoinToken); !exists || subtle.ConstantTimeCompare(hash[:], joinHash[:]) != 1 {
 			return nil, false, unauthorized("join_token is not valid for this session")
 		}
-	case h.APIKey != "":
+	case credCallerToken:
+		if hash := hashToken(h.CallerToken); !exists || subtle.ConstantTimeCompare(hash[:], callerHash[:]) != 1 {
+			return nil, false, unauthorized("caller_token is not valid for this session")
+		}
+		if h.Role != frames.RoleCaller {
+			return nil, false, frames.Errorf(frames.CodeForbidden, "the caller token attaches a caller only, not a %s", h.Role)
+		}
+	case credAPIKey:
 		t, ok := n.tenantOf(h.APIKey)
 		if !ok {
 			return nil, false, unauthorized("unknown api_key")
 		}
-		if t != tenant {
+		if !exists || t != tenant {
 			return nil, false, notFound()
 		}
 	default:
-		return nil, false, unauthorized("hello with session_id needs join_token, api_key or resume_token")
+		return nil, false, unauthorized("hello with session_id needs join_token, caller_token, api_key or resume_token")
 	}
 	if ended {
 		return nil, false, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", h.SessionID)
 	}
 	return s, false, nil
+}
+
+// The credentials a hello attaches with, in the order they are tried.
+const (
+	credNone        = iota
+	credJoinToken   // the backend's: any role
+	credCallerToken // the end user's: a caller only (SPEC 3.1)
+	credAPIKey      // a key of the session's tenant: any role
+)
+
+// helloCredential tells which credential of a hello with session_id attaches it (its
+// resume_token aside): the join token before the caller token before an API key.
+func helloCredential(h *frames.Hello) int {
+	switch {
+	case h.JoinToken != "":
+		return credJoinToken
+	case h.CallerToken != "":
+		return credCallerToken
+	case h.APIKey != "":
+		return credAPIKey
+	}
+	return credNone
 }
 
 // errResumeExpired answers a resume of a slot whose resume window ran out (SPEC 10), before or
@@ -346,7 +366,7 @@ func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, 
 		}
 	}
 	s.orders++
-	sl := &Slot{id: "sl" + randomID(10), role: h.Role, order: s.orders,
+	sl := &Slot{id: "sl" + randomID(10), role: h.Role, order: s.orders, byCaller: helloCredential(h) == credCallerToken,
 		out: newOutbox(s.node.cfg.Limits.OutboxFrames, s.node.cfg.Limits.OutboxBytes)}
 	s.slots[sl.id] = sl
 	switch h.Role {

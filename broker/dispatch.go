@@ -26,6 +26,12 @@ func (s *Session) handleFrame(c *Client, f frames.Frame, at time.Time) {
 		s.sendError(sl, ref, frames.Errorf(frames.CodeForbidden, "%s may not be sent on a connection of role %s", f.FrameType(), sl.role))
 		return
 	}
+	if callID, handle, ok := ownerOf(f); ok {
+		if e := s.notOwner(sl, callID, handle); e != nil {
+			s.sendError(sl, ref, e)
+			return
+		}
+	}
 	switch f := f.(type) {
 	case *frames.Hello:
 		s.sendError(sl, f.ID, frames.Errorf(frames.CodeBadFrame, "hello was already sent on this connection"))
@@ -40,6 +46,10 @@ func (s *Session) handleFrame(c *Client, f frames.Frame, at time.Time) {
 	case *frames.ToolResult:
 		s.result(sl, f)
 	case *frames.JobCancel:
+		if !s.callerMayCancel(sl, f) {
+			s.unreachableCancel(sl, f)
+			return
+		}
 		s.jobCancel(sl, f)
 	case *frames.ToolInteractionUpdate:
 		s.interactionUpdate(sl, f)

@@ -42,7 +42,9 @@ func BearerToken(r *http.Request) string {
 }
 
 // Handler returns the broker's HTTP API (SPEC 3, 16) with ws mounted at /v1/ws and extra
-// routes (the AsyncAPI document, pages) added by the caller through mux.
+// routes (the AsyncAPI document, pages, /mcp, the WebRTC signaling) added by the caller through
+// mux. Every route is behind the origin and host rules of SPEC 18 (guard.go). Serve it with
+// NewHTTPServer, which adds the HTTP limits.
 func (n *Node) Handler(ws http.Handler, extra func(mux *http.ServeMux)) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/sessions", n.createSession)
@@ -155,12 +157,14 @@ func (n *Node) createSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"session_id":       s.id,
 		"join_token":       s.joinToken,
+		"caller_token":     s.callerToken,
 		"caller_url":       n.callerURL(r, s),
 		"resume_window_ms": n.cfg.ResumeWindow.Milliseconds(),
 	})
 }
 
-// callerURL is the page a caller opens to join the session.
+// callerURL is the page a caller opens to join the session: the try-it page with the session
+// and its caller token, never the join token (SPEC 3.1).
 func (n *Node) callerURL(r *http.Request, s *Session) string {
 	base := n.cfg.PublicURL
 	if base == "" {
@@ -170,7 +174,7 @@ func (n *Node) callerURL(r *http.Request, s *Session) string {
 		}
 		base = scheme + "://" + r.Host
 	}
-	q := url.Values{"session": {s.id}, "token": {s.joinToken}}
+	q := url.Values{"session": {s.id}, "caller_token": {s.callerToken}}
 	return strings.TrimRight(base, "/") + "/?" + q.Encode()
 }
 
@@ -195,12 +199,23 @@ func AuthStatus(e *frames.Error) int {
 // AuthorizeSession checks token — an API key of the session's tenant, or the session's join
 // token — for the resources of session id (SPEC 3.1, 3.5). It returns the session's tenant and
 // whether the session is still live (an ended one is remembered for the retention period), or an
-// error frame: not_found (no such session, or one of another tenant: exactly alike),
-// unauthorized, or a retryable internal error while the session moves from a node that died.
+// error frame: not_found (no such session, or one of another tenant: exactly alike, for an API
+// key), unauthorized (a wrong token, whether or not the session exists: SPEC 18), or a
+// retryable internal error while the session moves from a node that died.
 func (n *Node) AuthorizeSession(id, token string) (tenant string, live bool, err *frames.Error) {
+	return n.authorizeSession(id, token, false)
+}
+
+// AuthorizeSignaling is AuthorizeSession for the session's WebRTC signaling (the offer and the
+// hang-up), which the caller token reaches too (SPEC 3.1).
+func (n *Node) AuthorizeSignaling(id, token string) (tenant string, live bool, err *frames.Error) {
+	return n.authorizeSession(id, token, true)
+}
+
+func (n *Node) authorizeSession(id, token string, callerToo bool) (tenant string, live bool, err *frames.Error) {
 	keyTenant, isKey := n.tenantOf(token)
 	var sTenant string
-	var joinHash [32]byte
+	var joinHash, callerHash [32]byte
 	s := n.session(id)
 	if s == nil {
 		var held bool
@@ -211,9 +226,9 @@ func (n *Node) AuthorizeSession(id, token string) (tenant string, live bool, err
 		}
 	}
 	if s != nil {
-		sTenant, joinHash, live = s.tenant, s.joinHash, true
+		sTenant, joinHash, callerHash, live = s.tenant, s.joinHash, s.callerHash, true
 	} else if e := n.endedInfo(id); e != nil {
-		sTenant, joinHash = e.tenant, e.joinHash
+		sTenant, joinHash, callerHash = e.tenant, e.joinHash, e.callerHash
 	}
 	hash := hashToken(token)
 	switch {
@@ -224,6 +239,11 @@ func (n *Node) AuthorizeSession(id, token string) (tenant string, live bool, err
 		return sTenant, live, nil
 	case token != "" && sTenant != "" && subtle.ConstantTimeCompare(hash[:], joinHash[:]) == 1:
 		return sTenant, live, nil
+	case callerToo && token != "" && sTenant != "" && subtle.ConstantTimeCompare(hash[:], callerHash[:]) == 1:
+		return sTenant, live, nil
+	}
+	if callerToo {
+		return "", false, frames.Errorf(frames.CodeUnauthorized, "an API key of the session's tenant, its join token or its caller token is required")
 	}
 	return "", false, frames.Errorf(frames.CodeUnauthorized, "an API key of the session's tenant or its join token is required")
 }

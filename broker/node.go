@@ -51,6 +51,7 @@ type Node struct {
 type endedSession struct {
 	tenant       string
 	joinHash     [32]byte
+	callerHash   [32]byte
 	expiredSlots map[string]bool
 	at           time.Time
 }
@@ -182,6 +183,7 @@ func (n *Node) endedInfo(id string) *endedSession {
 	}
 	e = &endedSession{tenant: rec.Tenant, expiredSlots: make(map[string]bool, len(rec.Expired)), at: time.UnixMilli(rec.AtMS)}
 	copy(e.joinHash[:], rec.JoinHash)
+	copy(e.callerHash[:], rec.CallerHash)
 	for _, s := range rec.Expired {
 		e.expiredSlots[s] = true
 	}
@@ -193,10 +195,12 @@ func (n *Node) endedInfo(id string) *endedSession {
 
 // endedRecord is an endedSession in the shared store.
 type endedRecord struct {
-	Tenant   string   `json:"tenant"`
-	JoinHash []byte   `json:"join_hash"`
-	Expired  []string `json:"expired,omitempty"`
-	AtMS     int64    `json:"at_ms"`
+	Tenant   string `json:"tenant"`
+	JoinHash []byte `json:"join_hash"`
+	// CallerHash is the caller token's hash (absent in records written before caller tokens).
+	CallerHash []byte   `json:"caller_hash,omitempty"`
+	Expired    []string `json:"expired,omitempty"`
+	AtMS       int64    `json:"at_ms"`
 }
 
 // recordEnded tells the nodes sharing the store that session id ended, for the retention
@@ -205,7 +209,7 @@ func (n *Node) recordEnded(id string, e *endedSession) {
 	if n.dir == nil {
 		return
 	}
-	rec := endedRecord{Tenant: e.tenant, JoinHash: e.joinHash[:], AtMS: e.at.UnixMilli()}
+	rec := endedRecord{Tenant: e.tenant, JoinHash: e.joinHash[:], CallerHash: e.callerHash[:], AtMS: e.at.UnixMilli()}
 	for s := range e.expiredSlots {
 		rec.Expired = append(rec.Expired, s)
 	}

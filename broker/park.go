@@ -27,6 +27,7 @@ import (
 // parkedState is a session's encoding in jobs.ParkedSession.State.
 type parkedState struct {
 	JoinHash    []byte                   `json:"join_hash"`
+	CallerHash  []byte                   `json:"caller_hash,omitempty"`
 	CreatedMS   int64                    `json:"created_ms"`
 	Model       ModelConfig              `json:"model"`
 	Orders      int                      `json:"orders"`
@@ -70,6 +71,8 @@ type parkedSlot struct {
 	Sent       int64             `json:"sent"`
 	Frames     []parkedFrame     `json:"frames,omitempty"`
 	DetachedMS int64             `json:"detached_ms"`
+	// ByCaller: the slot was attached with the caller token (it may act only as a caller).
+	ByCaller bool `json:"by_caller,omitempty"`
 }
 
 // parkedFrame is a frame in a parked outbox, seq included.
@@ -94,7 +97,7 @@ type parkedCompletion struct {
 // needs (outboxes, the text agent's state, open jobs, completions); without, the record the
 // journal keeps (journal.go), whose outboxes are journaled frame by frame.
 func (s *Session) snapshot(now time.Time, full bool) parkedState {
-	st := parkedState{JoinHash: s.joinHash[:], CreatedMS: s.created.UnixMilli(), Model: s.modelCfg, Orders: s.orders,
+	st := parkedState{JoinHash: s.joinHash[:], CallerHash: s.callerHash[:], CreatedMS: s.created.UnixMilli(), Model: s.modelCfg, Orders: s.orders,
 		TextAgent: s.text != nil}
 	if full && s.voice != nil {
 		// First: a completion being spoken fails here, and its host's frame enters the outbox.
@@ -106,7 +109,7 @@ func (s *Session) snapshot(now time.Time, full bool) parkedState {
 	slices.Sort(st.Expired)
 	for _, sl := range s.slots {
 		ps := parkedSlot{ID: sl.id, Role: sl.role, Order: sl.order, Declared: sl.declared, TokenHash: sl.tokenHash[:],
-			Next: sl.out.next, Sent: sl.sent, DetachedMS: now.UnixMilli()}
+			Next: sl.out.next, Sent: sl.sent, DetachedMS: now.UnixMilli(), ByCaller: sl.byCaller}
 		if sl.client == nil && !sl.detached.IsZero() {
 			ps.DetachedMS = sl.detached.UnixMilli()
 		}
@@ -265,6 +268,7 @@ func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
 		modelCfg: st.Model, orders: st.Orders}
 	s.mb.after = s.afterEvent
 	copy(s.joinHash[:], st.JoinHash)
+	copy(s.callerHash[:], st.CallerHash)
 	for _, id := range st.Expired {
 		s.expired[id] = true
 	}
@@ -273,7 +277,7 @@ func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
 	}
 	lim := n.cfg.Limits
 	for _, ps := range st.Slots {
-		sl := &Slot{id: ps.ID, role: ps.Role, order: ps.Order, declared: ps.Declared, sent: ps.Sent,
+		sl := &Slot{id: ps.ID, role: ps.Role, order: ps.Order, declared: ps.Declared, sent: ps.Sent, byCaller: ps.ByCaller,
 			detached: time.UnixMilli(ps.DetachedMS), out: newOutbox(lim.OutboxFrames, lim.OutboxBytes)}
 		copy(sl.tokenHash[:], ps.TokenHash)
 		if len(ps.Tools) > 0 {

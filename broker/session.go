@@ -18,10 +18,14 @@ type Session struct {
 	tenant    string
 	joinToken string   // given out when the session is created; "" for one taken back (park.go)
 	joinHash  [32]byte // what a join token is checked against
-	created   time.Time
-	mb        mailbox
-	journaled atomic.Bool // its record is in the journal, under this node's lease (journal.go)
-	agentSum  uint64      // the hash of the text agent's state last journaled
+	// callerToken is the end user's token (SPEC 3.1): it attaches a caller only and reaches only
+	// the WebRTC signaling. Given out once, in the answer to POST /v1/sessions.
+	callerToken string
+	callerHash  [32]byte
+	created     time.Time
+	mb          mailbox
+	journaled   atomic.Bool // its record is in the journal, under this node's lease (journal.go)
+	agentSum    uint64      // the hash of the text agent's state last journaled
 	// agentDirty: an event ran since the text agent's state was last journaled.
 	agentDirty atomic.Bool
 	agentSaved bool // the event running is saveAgent (afterEvent does not mark it dirty)
@@ -67,12 +71,15 @@ func newSession(n *Node, tenant string) *Session {
 		id:        "sess_" + randomID(20),
 		tenant:    tenant,
 		joinToken: "jt_" + randomToken(24),
-		created:   time.Now(),
-		slots:     make(map[string]*Slot),
-		expired:   make(map[string]bool),
-		callSeq:   make(map[string]callOut),
+		// ct_ + 24 random bytes, like the join token: at least 128 random bits (SPEC 3.1).
+		callerToken: "ct_" + randomToken(24),
+		created:     time.Now(),
+		slots:       make(map[string]*Slot),
+		expired:     make(map[string]bool),
+		callSeq:     make(map[string]callOut),
 	}
 	s.joinHash = hashToken(s.joinToken)
+	s.callerHash = hashToken(s.callerToken)
 	s.mb.after = s.afterEvent
 	return s
 }
@@ -82,6 +89,9 @@ func (s *Session) ID() string { return s.id }
 
 // JoinToken is the token that lets further connections attach to the session (SPEC 3.1).
 func (s *Session) JoinToken() string { return s.joinToken }
+
+// CallerToken is the end user's token of the session: it attaches a caller only (SPEC 3.1).
+func (s *Session) CallerToken() string { return s.callerToken }
 
 // Tenant is the session's tenant.
 func (s *Session) Tenant() string { return s.tenant }
@@ -244,7 +254,7 @@ func (s *Session) end(reason frames.EndReason) {
 			expired[id] = true
 		}
 	}
-	info := &endedSession{tenant: s.tenant, joinHash: s.joinHash, expiredSlots: expired, at: time.Now()}
+	info := &endedSession{tenant: s.tenant, joinHash: s.joinHash, callerHash: s.callerHash, expiredSlots: expired, at: time.Now()}
 	s.node.recordEnded(s.id, info) // before session.ended: a hello on another node right after it knows
 	for _, sl := range s.slots {
 		if sl.expiry != nil {

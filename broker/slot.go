@@ -18,6 +18,9 @@ type Slot struct {
 
 	tools    map[string]*Tool // the declared tool set (nil until the first declaration)
 	declared bool             // it has declared tools (it gets tool_deferred_resume on resume)
+	// byCaller: attached with the caller token (SPEC 11): it may declare only names no other
+	// slot declares, and its job.cancel reaches only its own jobs and those of the voice calls.
+	byCaller bool
 
 	client    *Client // the attached connection, nil while dropped
 	tokenHash [32]byte

@@ -96,6 +96,7 @@ func TestExamplesUseEveryField(t *testing.T) {
 	unused := map[string]bool{
 		"hello.api_key":                  true, // creating a session; the example resumes one
 		"hello.join_token":               true, // attaching; the example resumes
+		"hello.caller_token":             true, // attaching a caller; the example resumes
 		"tool_result.error":              true, // exactly one of output and error
 		"tool_result.handle":             true, // exactly one of call_id and handle
 		"tool_progress.call_id":          true,

@@ -5,8 +5,9 @@ const Protocol = "backchannel.v1"
 
 // Hello is the first frame of every WebSocket connection (SPEC 3.2): it names the protocol and
 // the connection's role and either creates a session (api_key alone), attaches to one
-// (session_id with join_token or api_key), or resumes a slot (session_id with resume_token and
-// last_seq). Tools listed here are declared as by tools.declare.
+// (session_id with join_token or api_key; a caller also with caller_token), or resumes a slot
+// (session_id with resume_token and last_seq). Tools listed here are declared as by
+// tools.declare.
 type Hello struct {
 	Request
 	// Protocol must be "backchannel.v1".
@@ -19,6 +20,9 @@ type Hello struct {
 	APIKey string `json:"api_key,omitempty"`
 	// JoinToken attaches to the session of session_id.
 	JoinToken string `json:"join_token,omitempty"`
+	// CallerToken attaches a caller (and only a caller) to the session of session_id: the end
+	// user's token, which caller_url carries (SPEC 3.1).
+	CallerToken string `json:"caller_token,omitempty"`
 	// ResumeToken resumes the slot it was issued for (SPEC 10).
 	ResumeToken string `json:"resume_token,omitempty"`
 	// LastSeq is the seq of the last frame the resuming client saw; the broker replays the

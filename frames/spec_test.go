@@ -14,7 +14,7 @@ import (
 // enforces the rule.
 var specFrames = map[string][]string{
 	// client → broker
-	"hello":                    {"protocol:string", "role:string", "session_id?:string", "api_key?:string", "join_token?:string", "resume_token?:string", "last_seq?:int", "tools?:[]ToolDecl"},
+	"hello":                    {"protocol:string", "role:string", "session_id?:string", "api_key?:string", "join_token?:string", "caller_token?:string", "resume_token?:string", "last_seq?:int", "tools?:[]ToolDecl"},
 	"tools.declare":            {"tools:[]ToolDecl"},
 	"tool_deferred":            {"call_id:string", "handle:string", "status_label?:string"},
 	"tool_progress":            {"call_id?:string", "handle?:string", "note:string"},

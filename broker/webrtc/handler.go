@@ -41,6 +41,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pion/ice/v4"
 	"github.com/pion/webrtc/v4"
@@ -63,8 +64,12 @@ type Handler struct {
 	authorizer sessionAuthorizer
 	hangUpper  hangUpper
 
-	mu      sync.Mutex
-	peers   map[string]*peer // by resource id
+	mu    sync.Mutex
+	peers map[string]*peer // by resource id
+	// gone are the resources whose peer connection ended, by resource id: a hang-up through
+	// one is still the session's until the caller's resume window has passed (a resource
+	// never issued answers 404 and ends nothing: SPEC 18).
+	gone    map[string]goneResource
 	closed  bool
 	wg      sync.WaitGroup
 	muxDone sync.Once
@@ -216,6 +221,10 @@ func (h *Handler) hangUp(w http.ResponseWriter, r *http.Request, id, resource st
 		broker.WriteHTTPError(w, a.status, a.err.Code, a.err.Message)
 		return
 	}
+	if !h.issued(id, resource) {
+		broker.WriteHTTPError(w, http.StatusNotFound, frames.CodeNotFound, "no WebRTC resource "+resource+" of session "+id)
+		return
+	}
 	h.mu.Lock()
 	p := h.peers[resource]
 	h.mu.Unlock()
@@ -230,6 +239,24 @@ func (h *Handler) hangUp(w http.ResponseWriter, r *http.Request, id, resource st
 	w.WriteHeader(http.StatusOK)
 }
 
+// goneResource is a resource whose peer connection ended.
+type goneResource struct {
+	session string
+	until   time.Time
+}
+
+// issued reports whether resource was issued for session id: its peer connection is open, or
+// ended less than a resume window ago.
+func (h *Handler) issued(id, resource string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.peers[resource]; p != nil {
+		return p.session == id
+	}
+	g, ok := h.gone[resource]
+	return ok && g.session == id && time.Now().Before(g.until)
+}
+
 var errClosed = errors.New("webrtc: handler closed")
 
 // track adds (or removes) a peer; adding fails once the handler is closed.
@@ -238,6 +265,16 @@ func (h *Handler) track(p *peer, add bool) error {
 	defer h.mu.Unlock()
 	if !add {
 		delete(h.peers, p.id)
+		now := time.Now()
+		for id, g := range h.gone {
+			if now.After(g.until) {
+				delete(h.gone, id)
+			}
+		}
+		if h.gone == nil {
+			h.gone = make(map[string]goneResource)
+		}
+		h.gone[p.id] = goneResource{session: p.session, until: now.Add(h.node.Config().ResumeWindow)}
 		return nil
 	}
 	if h.closed {

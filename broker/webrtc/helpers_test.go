@@ -101,6 +101,22 @@ func createSession(t *testing.T, e *env, key string) (id, joinToken string) {
 	return id, joinToken
 }
 
+// createSessionTokens is createSession that also returns the caller token (SPEC 3.1).
+func createSessionTokens(t *testing.T, e *env, key string) (id, joinToken, callerToken string) {
+	t.Helper()
+	status, _, body := wiretest.HTTPDo(t, http.MethodPost, e.url+"/v1/sessions", key, "", "")
+	if status != http.StatusCreated {
+		t.Fatalf("POST /v1/sessions: %d %s", status, body)
+	}
+	var m map[string]string
+	_ = json.Unmarshal(body, &m)
+	id, joinToken, callerToken = m["session_id"], m["join_token"], m["caller_token"]
+	if id == "" || joinToken == "" || callerToken == "" {
+		t.Fatalf("POST /v1/sessions: %s", body)
+	}
+	return id, joinToken, callerToken
+}
+
 // offerURL is the signaling URL of session id.
 func (e *env) offerURL(id string) string { return e.url + "/v1/sessions/" + id + "/webrtc" }
 

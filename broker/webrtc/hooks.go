@@ -11,12 +11,12 @@ import (
 
 // sessionAuthorizer authenticates a request for a resource of a session.
 type sessionAuthorizer interface {
-	// AuthorizeSession checks token — an API key of the session's tenant, or the session's
-	// join token — for the resources of session id (SPEC 3.1, 3.5). It returns the session's
-	// tenant and whether the session is still live (an ended one is remembered for the
-	// retention period), or an error frame: not_found (HTTP 404: no such session, or one of
-	// another tenant) or unauthorized (HTTP 401).
-	AuthorizeSession(id, token string) (tenant string, live bool, err *frames.Error)
+	// AuthorizeSignaling checks token — an API key of the session's tenant, the session's join
+	// token or its caller token — for the WebRTC signaling of session id (SPEC 3.1, 3.5). It
+	// returns the session's tenant and whether the session is still live (an ended one is
+	// remembered for the retention period), or an error frame: not_found (HTTP 404: no such
+	// session, or one of another tenant, for an API key) or unauthorized (HTTP 401).
+	AuthorizeSignaling(id, token string) (tenant string, live bool, err *frames.Error)
 }
 
 // hangUpper ends a session because its caller hung up.
@@ -39,7 +39,7 @@ type authorization struct {
 func (h *Handler) authorize(r *http.Request, id string) authorization {
 	token := broker.BearerToken(r)
 	if h.authorizer != nil {
-		tenant, live, e := h.authorizer.AuthorizeSession(id, token)
+		tenant, live, e := h.authorizer.AuthorizeSignaling(id, token)
 		if e != nil {
 			return authorization{status: broker.AuthStatus(e), err: e}
 		}

@@ -539,7 +539,7 @@ type fakeHooks struct {
 	hung []string // tenant/id of every HangUp
 }
 
-func (f *fakeHooks) AuthorizeSession(id, token string) (string, bool, *frames.Error) {
+func (f *fakeHooks) AuthorizeSignaling(id, token string) (string, bool, *frames.Error) {
 	if token != f.jt {
 		return "", false, frames.Errorf(frames.CodeUnauthorized, "wrong token")
 	}
@@ -555,7 +555,7 @@ func (f *fakeHooks) HangUp(tenant, id string) bool {
 }
 
 // TestHangUpHooks covers the wiring of the broker hooks: authorization and liveness come from
-// AuthorizeSession, DELETE calls HangUp with the session's tenant, and an ended session
+// AuthorizeSignaling, DELETE calls HangUp with the session's tenant, and an ended session
 // refuses offers with 410 and answers DELETE with 200 again.
 func TestHangUpHooks(t *testing.T) {
 	t.Parallel()
@@ -591,5 +591,38 @@ func TestHangUpHooks(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.hung) != 1 {
 		t.Fatalf("HangUp of an ended session: %v", f.hung)
+	}
+}
+
+// TestCallerToken: the caller token of POST /v1/sessions signals a peer connection and attaches
+// it as the caller (SPEC 3.1); it reaches no other HTTP resource (the timeline answers 401)
+// and attaches no host; a DELETE of a resource the session never had answers 404 and ends
+// nothing (SPEC 18); the caller's own resource hangs up with the caller token.
+func TestCallerToken(t *testing.T) {
+	t.Parallel()
+	e := start(t, Options{}, broker.Config{})
+	id, jt, ct := createSessionTokens(t, e, brokertest.KeyA)
+	host := wsHost(t, e, id, jt)
+	c := dial(t, e, "caller", id, ct)
+	if w := c.hello(map[string]any{"role": "caller", "caller_token": ct}); w.Type != "welcome" {
+		t.Fatalf("hello with the caller token: %s", w)
+	}
+	status, _, body := wiretest.HTTPDo(t, http.MethodGet, e.url+"/v1/sessions/"+id+"/timeline", ct, "", "")
+	checkHTTPError(t, "the timeline with the caller token", status, body, 401, "unauthorized")
+
+	h := dial(t, e, "host-with-the-caller-token", id, ct)
+	if w := h.hello(map[string]any{"role": "host", "caller_token": ct}); w.Type != "error" || w.Str("code") != "forbidden" {
+		t.Errorf("a host hello with the caller token: %s, want forbidden", w)
+	}
+
+	status, _, body = wiretest.HTTPDo(t, http.MethodDelete, e.offerURL(id)+"/made-up", ct, "", "")
+	checkHTTPError(t, "DELETE of a resource the session never had", status, body, 404, "not_found")
+	host.Absent(300*time.Millisecond, wiretest.Type("session.ended"))
+
+	if status, _, body := wiretest.HTTPDo(t, http.MethodDelete, e.url+c.Resource, ct, "", ""); status != http.StatusOK {
+		t.Fatalf("DELETE of the caller's resource with the caller token: %d %s", status, body)
+	}
+	if f := host.Expect("session.ended"); f.Str("reason") != "hung_up" {
+		t.Errorf("host: %s, want session.ended hung_up", f)
 	}
 }

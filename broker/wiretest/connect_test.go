@@ -168,10 +168,13 @@ func TestHello(t *testing.T) {
 		if d := sameAnswer(other, none, []string{sid}, []string{missing}); d != "" {
 			t.Errorf("another tenant's session is not answered like a missing one:\n  %s", d)
 		}
-		none2 := refused("missing-jt", map[string]any{"role": "host", "session_id": missing, "join_token": jt}, "not_found")
-		none2.M["ref"] = ""
-		if d := sameAnswer(none2, none, []string{missing}, []string{missing}); d != "" {
-			t.Errorf("a missing session is answered differently with a join token and with a key:\n  %s", d)
+		// A wrong token answers unauthorized whether or not the session exists (SPEC 18): a join
+		// token for a missing session is answered exactly like a wrong one for an existing one.
+		noneJT := refused("missing-jt", map[string]any{"role": "host", "session_id": missing, "join_token": jt}, "unauthorized")
+		wrongJT := refused("wrong-jt-again", map[string]any{"role": "host", "session_id": sid, "join_token": jt + "x"}, "unauthorized")
+		noneJT.M["ref"], wrongJT.M["ref"] = "", ""
+		if d := sameAnswer(noneJT, wrongJT, []string{missing}, []string{sid}); d != "" {
+			t.Errorf("a join token for a missing session is answered differently from a wrong one:\n  %s", d)
 		}
 
 		// One text agent per session, never beside a caller (SPEC 10): a second agent is forbidden.

@@ -146,10 +146,10 @@ func hostileProbe(rng *rand.Rand, conn, i int, tg stormTarget) probe {
 			return mk("cancel:unknown_call", id, "cancel unknown handle", `{"type":"job.cancel","id":%s,"handle":%s}`, q(id), h)
 		case 3:
 			return mk("ack:unknown_call", id, "defer unknown call", `{"type":"tool_deferred","id":%s,"call_id":%s,"handle":"fresh-%d-%d"}`, q(id), q(missingCallID), conn, i)
-		case 4:
-			return mk("ack:call_not_pending", id, "defer the deferred job again", `{"type":"tool_deferred","id":%s,"call_id":%s,"handle":"steal-%d-%d"}`, q(id), q(tg.callID), conn, i)
+		case 4: // the job went to another slot: no other slot may act for it (SPEC 11)
+			return mk("error:forbidden", id, "defer another slot's job again", `{"type":"tool_deferred","id":%s,"call_id":%s,"handle":"steal-%d-%d"}`, q(id), q(tg.callID), conn, i)
 		case 5:
-			return mk("ack:invalid_handle", id, "defer with a control character", `{"type":"tool_deferred","id":%s,"call_id":%s,"handle":"a\u0000b"}`, q(id), q(tg.callID))
+			return mk("error:forbidden", id, "defer another slot's job with a control character", `{"type":"tool_deferred","id":%s,"call_id":%s,"handle":"a\u0000b"}`, q(id), q(tg.callID))
 		case 6:
 			return mk("error:unknown_call", id, "partial unknown call", `{"type":"tool_partial_result","id":%s,"call_id":%s,"segment":{"reply":true}}`, q(id), q(missingCallID))
 		default:
@@ -177,8 +177,8 @@ func hostileProbe(rng *rand.Rand, conn, i int, tg stormTarget) probe {
 	case k < 36: // not objects
 		forms := []string{"", "null", "[]", "{}", `"tool_progress"`, "42", "true", " ", "{\"type\":\"tool_progress\"", "}{"}
 		return probe{data: []byte(forms[rng.IntN(len(forms))]), want: "error:bad_frame", desc: "not an object"}
-	default: // valid work interleaved with the storm: progress on the real job, answered with nothing
-		return mk("", "", "valid progress", `{"type":"tool_progress","id":%s,"handle":%s,"note":"storm note %d-%d"}`, q(id), q(tg.handle), conn, i)
+	default: // well-formed progress on the real job, which went to another slot: forbidden (SPEC 11)
+		return mk("error:forbidden", id, "progress on another slot's job", `{"type":"tool_progress","id":%s,"handle":%s,"note":"storm note %d-%d"}`, q(id), q(tg.handle), conn, i)
 	}
 }
 
@@ -316,7 +316,7 @@ func TestHostileInput(t *testing.T) {
 			for _, fr := range f.History() {
 				if fr.Type == "error" && fr.Str("code") == "limit_exceeded" {
 					limited++
-				} else if fr.Type != "welcome" {
+				} else if fr.Type != "welcome" && (fr.Type != "error" || fr.Str("code") != "forbidden") { // the job is another slot's
 					t.Errorf("flood: unexpected %s", fr)
 				}
 			}
@@ -336,8 +336,11 @@ func TestHostileInput(t *testing.T) {
 			}
 			_ = again.SendErr(`{"type":"tool_progress","id":"ok","handle":"storm-job","note":"after the flood"}`)
 			_ = again.SendErr(`{"type":"after.flood","id":"af"}`)
-			if e, err := again.Wait(DefaultTimeout, Type("error")); err != nil || e.Str("code") != "unknown_frame" || e.Str("ref") != "af" {
-				t.Errorf("after flood: %s %v, want unknown_frame for af (and nothing for the progress)", e, err)
+			if e, err := again.Wait(DefaultTimeout, Type("error")); err != nil || e.Str("code") != "forbidden" || e.Str("ref") != "ok" {
+				t.Errorf("after flood: %s %v, want forbidden for the progress on another slot's job", e, err)
+			}
+			if e, err := again.Wait(DefaultTimeout, TypeWith("error", "ref", "af")); err != nil || e.Str("code") != "unknown_frame" {
+				t.Errorf("after flood: %s %v, want unknown_frame for af", e, err)
 			}
 			sent.Add(2)
 		}()
