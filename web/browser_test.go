@@ -323,8 +323,9 @@ func TestBrowserDeferredStory(t *testing.T) {
 
 	// The page's side, as its SDK logged the frames.
 	hello := r.frames("out", "hello")
-	if len(hello) != 1 || hello[0]["role"] != "caller" || hello[0]["join_token"] == nil || hello[0]["session_id"] != id {
-		t.Errorf("hello: %v", hello)
+	// caller_url carries the caller token (SPEC 3.1), never the join token: the page attaches with it.
+	if len(hello) != 1 || hello[0]["role"] != "caller" || hello[0]["caller_token"] == nil || hello[0]["join_token"] != nil || hello[0]["session_id"] != id {
+		t.Errorf("hello: %v, want the caller with the caller token and no join token", hello)
 	} else if tools, _ := hello[0]["tools"].([]any); len(tools) != 1 || tools[0].(map[string]any)["deferred_timeout"] != "1h" {
 		t.Errorf("hello tools: %v", hello[0]["tools"])
 	}
@@ -396,9 +397,10 @@ func TestBrowserDeferredStory(t *testing.T) {
 			t.Errorf("timeline deferred entry: handle %q, want %q", e.Handle, handle)
 		}
 	}
-	// The page's own timeline view streamed the same entries (?follow=1 with the join token).
-	if len(r.Timeline) < 5 || r.Timeline[0].Kind != entries[0].Kind {
-		t.Errorf("the page's timeline stream: %d entries", len(r.Timeline))
+	// The caller token reaches no HTTP resource but the signaling: the page joined with it
+	// reads no timeline (TestBrowserResume's page, which has the join token, does).
+	if len(r.Timeline) != 0 {
+		t.Errorf("the page read %d timeline entries with the caller token", len(r.Timeline))
 	}
 	checkScreenshot(t, filepath.Join(out, "page.png"))
 	if len(r.ConsoleErrors) > 0 {
@@ -455,6 +457,11 @@ func TestBrowserResume(t *testing.T) {
 	}
 	if !dropped || !resumed {
 		t.Errorf("events: dropped %v, resumed %v", dropped, resumed)
+	}
+	// This page created the session with the API key: it has the join token, and its own
+	// timeline view streamed the session's entries (?follow=1).
+	if len(r.Timeline) < 3 || r.Timeline[0].Kind != "call" && r.Timeline[0].Kind != "notice" {
+		t.Errorf("the page's timeline stream: %d entries, want the session's", len(r.Timeline))
 	}
 	if r.find("in", "tool_interaction_answer", map[string]any{"handle": handle, "option": "7:30"}) == nil ||
 		r.find("out", "tool_result", map[string]any{"handle": handle}) == nil {

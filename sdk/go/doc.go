@@ -35,6 +35,16 @@
 //	fmt.Println("session", h.SessionID(), "join token", h.JoinToken())
 //	<-h.Done()
 //
+// # Which token goes where
+//
+// A host is backend code: it connects with the tenant's API key or with the session's join
+// token, which attach any role and read the timeline — keep both on the backend. The end user
+// (the caller, in a browser or on a phone bridge) gets the session's caller token instead, the
+// one POST /v1/sessions answers as caller_token and carries in caller_url: it attaches a caller
+// only, and reaches no HTTP resource but the session's WebRTC signaling. Job frames are
+// accepted only from the connection a call was dispatched to, so no other connection — the
+// caller least of all — can report a host's results.
+//
 // # Connections
 //
 // A Host survives dropped transports: it reconnects with exponential backoff and jitter

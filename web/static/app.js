@@ -59,7 +59,8 @@ let timelineAbort = null;
 
 if (params.get("session")) {
   $("session-id").value = params.get("session");
-  $("join-token").value = params.get("token") ?? "";
+  // caller_url carries the caller token; a link made by hand may carry the join token.
+  $("join-token").value = params.get("caller_token") ?? params.get("token") ?? "";
   document.querySelector('input[name="mode"][value="join"]').checked = true;
 }
 if (params.get("transport") === "websocket") {
@@ -75,7 +76,11 @@ $("connect-form").addEventListener("submit", async (e) => {
     opts.apiKey = $("api-key").value.trim();
   } else {
     opts.sessionId = $("session-id").value.trim();
-    opts.joinToken = $("join-token").value.trim();
+    // The broker's caller tokens start with ct_ (docs/protocol.md, Id formats); anything else is
+    // taken for the join token.
+    const token = $("join-token").value.trim();
+    if (token.startsWith("ct_")) opts.callerToken = token;
+    else opts.joinToken = token;
   }
   $("connect").disabled = true;
   const client = new Client();
@@ -93,8 +98,14 @@ $("connect-form").addEventListener("submit", async (e) => {
   $("hang-up").disabled = false;
   const info = $("session-info");
   info.hidden = false;
-  info.textContent = `session ${client.sessionId} · join token ${client.joinToken}`;
-  followTimeline(client);
+  info.textContent = client.joinToken
+    ? `session ${client.sessionId} · join token ${client.joinToken}`
+    : `session ${client.sessionId} · joined as the caller (caller token)`;
+  if (client.joinToken) {
+    followTimeline(client);
+  } else {
+    note("timeline: reading it needs the session's join token or an API key; the caller token reaches only the WebRTC signaling");
+  }
 });
 
 $("hang-up").addEventListener("click", async () => {

@@ -146,6 +146,7 @@ var CLIENT_FIELDS = {
     session_id: ["string", "opt"],
     api_key: ["string", "opt"],
     join_token: ["string", "opt"],
+    caller_token: ["string", "opt"],
     resume_token: ["string", "opt"],
     last_seq: ["integer", "opt"],
     tools: ["tool_decl[]", "opt"]
@@ -427,6 +428,7 @@ function helloFrame(p) {
     session_id: p.sessionId || void 0,
     api_key: p.apiKey || void 0,
     join_token: p.joinToken || void 0,
+    caller_token: p.callerToken || void 0,
     resume_token: p.resumeToken || void 0,
     last_seq: p.lastSeq || void 0,
     tools: p.tools && p.tools.length > 0 ? p.tools : void 0
@@ -929,6 +931,8 @@ var Client = class extends Emitter {
   sessionId = "";
   /** The session's join token, once known (given, or from the session the client created). */
   joinToken = "";
+  /** The session's caller token, when given (or from the session the client created). */
+  callerToken = "";
   /** The latest resume token of the slot. */
   resumeToken = "";
   /** The seq of the last broker frame handled. */
@@ -1029,14 +1033,19 @@ var Client = class extends Emitter {
     this.opts = opts;
     this.base = normalizeBase(opts.url);
     if (opts.joinToken && !opts.sessionId) throw new TypeError("backchannel: joinToken needs sessionId, the session it belongs to");
+    if (opts.callerToken && !opts.sessionId) throw new TypeError("backchannel: callerToken needs sessionId, the session it belongs to");
+    if (opts.callerToken && !opts.joinToken && (opts.role ?? "caller") !== "caller") {
+      throw new TypeError('backchannel: a callerToken attaches a caller only (role "caller")');
+    }
     if (opts.resume && (!opts.resume.sessionId || !opts.resume.resumeToken)) {
       throw new TypeError("backchannel: resume needs the sessionId and resumeToken of resumeState()");
     }
-    if (!opts.apiKey && !opts.joinToken && !opts.resume) {
-      throw new TypeError("backchannel: set apiKey (to create or attach to a session) or sessionId with joinToken");
+    if (!opts.apiKey && !opts.joinToken && !opts.callerToken && !opts.resume) {
+      throw new TypeError("backchannel: set apiKey (to create or attach to a session), or sessionId with joinToken or callerToken");
     }
     this.sessionId = opts.resume?.sessionId ?? opts.sessionId ?? "";
     this.joinToken = opts.resume?.joinToken ?? opts.joinToken ?? "";
+    this.callerToken = opts.resume?.callerToken ?? opts.callerToken ?? "";
     if (opts.resume) {
       this.resumeToken = opts.resume.resumeToken;
       this.lastSeq = opts.resume.lastSeq;
@@ -1171,7 +1180,9 @@ var Client = class extends Emitter {
    * welcome (the resume token rotates) and every frame (lastSeq); it holds secrets.
    */
   resumeState() {
-    return { sessionId: this.sessionId, joinToken: this.joinToken, resumeToken: this.resumeToken, lastSeq: this.lastSeq };
+    const st = { sessionId: this.sessionId, joinToken: this.joinToken, resumeToken: this.resumeToken, lastSeq: this.lastSeq };
+    if (this.callerToken) st.callerToken = this.callerToken;
+    return st;
   }
   /** The statistics of the peer connection (WebRTC). */
   async getStats() {
@@ -1198,7 +1209,7 @@ var Client = class extends Emitter {
     });
   }
   bearer() {
-    return this.joinToken || this.opts.apiKey || "";
+    return this.joinToken || this.callerToken || this.opts.apiKey || "";
   }
   setState(s) {
     if (this.state === s) return;
@@ -1228,6 +1239,7 @@ var Client = class extends Emitter {
     const body = await resp.json();
     this.sessionId = body.session_id;
     this.joinToken = body.join_token;
+    this.callerToken = body.caller_token ?? "";
     if (body.resume_window_ms) this.resumeWindowMs = body.resume_window_ms;
   }
   /** Opens a transport and says hello (a resume when resume), resolving with the welcome. */
@@ -1278,8 +1290,9 @@ var Client = class extends Emitter {
       id: this.helloId,
       role: this.opts.role ?? "caller",
       sessionId: this.sessionId || void 0,
-      apiKey: this.joinToken ? void 0 : this.opts.apiKey,
+      apiKey: this.joinToken || this.callerToken ? void 0 : this.opts.apiKey,
       joinToken: this.joinToken || void 0,
+      callerToken: this.joinToken ? void 0 : this.callerToken || void 0,
       tools: this.tools
     });
     this.emit("sent", hello);

@@ -17,6 +17,7 @@ export interface HelloParams {
   sessionId?: string;
   apiKey?: string;
   joinToken?: string;
+  callerToken?: string;
   resumeToken?: string;
   lastSeq?: number;
   tools?: ToolDecl[];
@@ -33,7 +34,8 @@ function compact<T extends object>(o: T): T {
 export function helloFrame(p: HelloParams): HelloFrame {
   return compact<HelloFrame>({
     type: "hello", id: p.id, protocol: PROTOCOL, role: p.role, session_id: p.sessionId || undefined,
-    api_key: p.apiKey || undefined, join_token: p.joinToken || undefined, resume_token: p.resumeToken || undefined,
+    api_key: p.apiKey || undefined, join_token: p.joinToken || undefined, caller_token: p.callerToken || undefined,
+    resume_token: p.resumeToken || undefined,
     last_seq: p.lastSeq || undefined, tools: p.tools && p.tools.length > 0 ? p.tools : undefined,
   });
 }

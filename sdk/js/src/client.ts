@@ -40,8 +40,9 @@ export interface ReconnectOptions {
 /** What resuming a slot takes (SPEC 10): see Client.resumeState. */
 export interface ResumeState {
   sessionId: string;
-  /** The bearer of the WebRTC signaling (the session's join token). */
+  /** The bearer of the WebRTC signaling: the session's join token, or its caller token. */
   joinToken?: string;
+  callerToken?: string;
   resumeToken: string;
   lastSeq: number;
 }
@@ -52,8 +53,14 @@ export interface ConnectOptions {
   url?: string;
   /** An API key: alone it creates a session; with sessionId it attaches to one of its tenant. */
   apiKey?: string;
-  /** The session's join token (with sessionId): what POST /v1/sessions' caller_url carries. */
+  /** The session's join token (with sessionId): the backend's token, which attaches any role. */
   joinToken?: string;
+  /**
+   * The session's caller token (with sessionId): the end user's token, which POST /v1/sessions'
+   * caller_url carries. It attaches a caller only (which may still serve tools no other
+   * connection of the session declares) and reaches no HTTP resource but the WebRTC signaling.
+   */
+  callerToken?: string;
   /** The session to attach to. */
   sessionId?: string;
   /** "webrtc" (default: audio over RTP, frames on the data channel) or "websocket" (/v1/ws). */
@@ -341,6 +348,8 @@ export class Client extends Emitter<ClientEvents> {
   sessionId = "";
   /** The session's join token, once known (given, or from the session the client created). */
   joinToken = "";
+  /** The session's caller token, when given (or from the session the client created). */
+  callerToken = "";
   /** The latest resume token of the slot. */
   resumeToken = "";
   /** The seq of the last broker frame handled. */
@@ -449,14 +458,19 @@ export class Client extends Emitter<ClientEvents> {
     this.opts = opts;
     this.base = normalizeBase(opts.url);
     if (opts.joinToken && !opts.sessionId) throw new TypeError("backchannel: joinToken needs sessionId, the session it belongs to");
+    if (opts.callerToken && !opts.sessionId) throw new TypeError("backchannel: callerToken needs sessionId, the session it belongs to");
+    if (opts.callerToken && !opts.joinToken && (opts.role ?? "caller") !== "caller") {
+      throw new TypeError("backchannel: a callerToken attaches a caller only (role \"caller\")");
+    }
     if (opts.resume && (!opts.resume.sessionId || !opts.resume.resumeToken)) {
       throw new TypeError("backchannel: resume needs the sessionId and resumeToken of resumeState()");
     }
-    if (!opts.apiKey && !opts.joinToken && !opts.resume) {
-      throw new TypeError("backchannel: set apiKey (to create or attach to a session) or sessionId with joinToken");
+    if (!opts.apiKey && !opts.joinToken && !opts.callerToken && !opts.resume) {
+      throw new TypeError("backchannel: set apiKey (to create or attach to a session), or sessionId with joinToken or callerToken");
     }
     this.sessionId = opts.resume?.sessionId ?? opts.sessionId ?? "";
     this.joinToken = opts.resume?.joinToken ?? opts.joinToken ?? "";
+    this.callerToken = opts.resume?.callerToken ?? opts.callerToken ?? "";
     if (opts.resume) {
       this.resumeToken = opts.resume.resumeToken;
       this.lastSeq = opts.resume.lastSeq;
@@ -609,7 +623,9 @@ export class Client extends Emitter<ClientEvents> {
    * welcome (the resume token rotates) and every frame (lastSeq); it holds secrets.
    */
   resumeState(): ResumeState {
-    return { sessionId: this.sessionId, joinToken: this.joinToken, resumeToken: this.resumeToken, lastSeq: this.lastSeq };
+    const st: ResumeState = { sessionId: this.sessionId, joinToken: this.joinToken, resumeToken: this.resumeToken, lastSeq: this.lastSeq };
+    if (this.callerToken) st.callerToken = this.callerToken;
+    return st;
   }
 
   /** The statistics of the peer connection (WebRTC). */
@@ -641,7 +657,7 @@ export class Client extends Emitter<ClientEvents> {
   }
 
   private bearer(): string {
-    return this.joinToken || this.opts.apiKey || "";
+    return this.joinToken || this.callerToken || this.opts.apiKey || "";
   }
 
   private setState(s: ClientState): void {
@@ -671,9 +687,10 @@ export class Client extends Emitter<ClientEvents> {
       body: JSON.stringify(this.opts.session ?? {}),
     });
     if (resp.status !== 201) throw await httpError("creating a session", resp);
-    const body = (await resp.json()) as { session_id: string; join_token: string; resume_window_ms?: number };
+    const body = (await resp.json()) as { session_id: string; join_token: string; caller_token?: string; resume_window_ms?: number };
     this.sessionId = body.session_id;
     this.joinToken = body.join_token;
+    this.callerToken = body.caller_token ?? "";
     if (body.resume_window_ms) this.resumeWindowMs = body.resume_window_ms;
   }
 
@@ -726,7 +743,8 @@ export class Client extends Emitter<ClientEvents> {
       ? { id: this.helloId, role: this.opts.role ?? "caller", sessionId: this.sessionId, resumeToken: this.resumeToken, lastSeq: this.lastSeq }
       : {
         id: this.helloId, role: this.opts.role ?? "caller", sessionId: this.sessionId || undefined,
-        apiKey: this.joinToken ? undefined : this.opts.apiKey, joinToken: this.joinToken || undefined, tools: this.tools,
+        apiKey: this.joinToken || this.callerToken ? undefined : this.opts.apiKey, joinToken: this.joinToken || undefined,
+        callerToken: this.joinToken ? undefined : this.callerToken || undefined, tools: this.tools,
       });
     this.emit("sent", hello);
     tr.send(encodeClientFrame(hello));

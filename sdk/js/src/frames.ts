@@ -106,6 +106,7 @@ export interface HelloFrame extends RequestFields {
   session_id?: string;
   api_key?: string;
   join_token?: string;
+  caller_token?: string;
   resume_token?: string;
   last_seq?: number;
   tools?: ToolDecl[];
@@ -370,7 +371,7 @@ const seq = ["integer", "opt"] as const;
 export const CLIENT_FIELDS: { readonly [K in ClientFrameType]: FieldTable<ClientFrameMap[K]> } = {
   "hello": {
     id, protocol: ["string", "req"], role: ["string", "req"], session_id: ["string", "opt"],
-    api_key: ["string", "opt"], join_token: ["string", "opt"], resume_token: ["string", "opt"],
+    api_key: ["string", "opt"], join_token: ["string", "opt"], caller_token: ["string", "opt"], resume_token: ["string", "opt"],
     last_seq: ["integer", "opt"], tools: ["tool_decl[]", "opt"],
   },
   "tools.declare": { id, tools: ["tool_decl[]", "req"] },
