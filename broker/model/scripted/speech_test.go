@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -357,4 +358,38 @@ func TestStopDuringSpeech(t *testing.T) {
 			t.Fatalf("context ended while speaking: %.300s…, want the start and transcript only", got)
 		}
 	})
+}
+
+// TestOneMebibyteTurn: one caller turn of about 1 MiB (the frame limit) costs the scripted model
+// at most a small multiple of its own size in memory and 12 s of audio, speech or tone (SPEC 2;
+// issue 15: it once built 250 MB of audio for such a turn).
+func TestOneMebibyteTurn(t *testing.T) {
+	text := strings.Repeat("lorem ipsum ", (1<<20)/len("lorem ipsum "))
+	for _, voice := range []string{"espeak-ng", "tone"} {
+		t.Run(voice, func(t *testing.T) {
+			m, rec := startWith(t, voice)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			m.CallerTurn("say "+text, nil)
+			rec.settle(t)
+			runtime.ReadMemStats(&after)
+			var audio int
+			rec.mu.Lock()
+			for _, a := range rec.audio {
+				audio += len(a)
+			}
+			rec.mu.Unlock()
+			if max := scripted.MaxSpokenWords * scripted.MSPerWord * 8; audio > max {
+				t.Errorf("%d bytes of audio for one turn, want at most %d (12 s)", audio, max)
+			}
+			// The test's own copies of the turn (the "say " string) count too; the model's part
+			// must stay within a few times the turn's size.
+			alloc := after.TotalAlloc - before.TotalAlloc
+			t.Logf("one turn of %d bytes: %d bytes of audio, %d bytes allocated", len(text), audio, alloc)
+			if alloc > 16*uint64(len(text)) {
+				t.Errorf("one turn of %d bytes allocated %d bytes, want at most 16×", len(text), alloc)
+			}
+		})
+	}
 }
