@@ -255,6 +255,9 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 			return nil, false, unauthorized("unknown api_key")
 		}
 		s, err := n.CreateSession(tenant, ModelConfig{})
+		if errors.Is(err, ErrTooManySessions) {
+			return nil, false, frames.Errorf(frames.CodeLimitExceeded, "%s", tooManySessions(n.cfg.Limits.MaxSessionsPerTenant))
+		}
 		if err != nil {
 			return nil, false, frames.Errorf(frames.CodeInternal, "%v", err)
 		}
@@ -364,6 +367,10 @@ func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, 
 		if s.agent != nil || s.caller != nil {
 			return nil, frames.Errorf(frames.CodeForbidden, "the session already has a text agent or a caller")
 		}
+	case frames.RoleHost:
+		if n, limit := s.hostSlots(), s.node.cfg.Limits.MaxHostSlots; n >= limit {
+			return nil, frames.Errorf(frames.CodeLimitExceeded, "the session has %d host slots, the most allowed (--max-host-slots)", limit)
+		}
 	}
 	s.orders++
 	sl := &Slot{id: "sl" + randomID(10), role: h.Role, order: s.orders, byCaller: helloCredential(h) == credCallerToken,
@@ -382,6 +389,17 @@ func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, 
 	}
 	s.callerUp(sl)
 	return c, nil
+}
+
+// hostSlots counts the session's host slots, attached or waiting for a resume.
+func (s *Session) hostSlots() int {
+	n := 0
+	for _, sl := range s.slots {
+		if sl.role == frames.RoleHost {
+			n++
+		}
+	}
+	return n
 }
 
 // callerUp starts the voice side when the first caller attaches (SPEC 10: a voice session's

@@ -150,6 +150,10 @@ func (n *Node) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s, err := n.CreateSession(tenant, mc)
+	if errors.Is(err, ErrTooManySessions) {
+		WriteHTTPError(w, http.StatusTooManyRequests, frames.CodeLimitExceeded, tooManySessions(n.cfg.Limits.MaxSessionsPerTenant))
+		return
+	}
 	if err != nil {
 		WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
 		return
@@ -161,6 +165,11 @@ func (n *Node) createSession(w http.ResponseWriter, r *http.Request) {
 		"caller_url":       n.callerURL(r, s),
 		"resume_window_ms": n.cfg.ResumeWindow.Milliseconds(),
 	})
+}
+
+// tooManySessions is the message of limit_exceeded for one session more than the tenant may have.
+func tooManySessions(limit int) string {
+	return fmt.Sprintf("the tenant has %d open sessions, the most allowed (--max-sessions-per-tenant)", limit)
 }
 
 // callerURL is the page a caller opens to join the session: the try-it page with the session

@@ -194,10 +194,7 @@ func (s *Session) letGo() {
 	s.detachAll(StatusServiceRestart, "session moved to another node")
 	n := s.node
 	n.mu.Lock()
-	if n.sessions[s.id] == s {
-		delete(n.sessions, s.id)
-		n.metrics.sessions.Dec()
-	}
+	n.dropSessionLocked(s)
 	n.mu.Unlock()
 }
 

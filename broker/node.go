@@ -29,10 +29,12 @@ type Node struct {
 	takeMu   sync.Mutex // serializes taking back parked sessions (park.go)
 	mu       sync.Mutex
 	sessions map[string]*Session // live sessions by id
-	ended    map[string]*endedSession
-	closing  bool
-	metrics  *metrics
-	relaying atomic.Bool // subscribed to the changes other nodes relay
+	// perTenant counts the live sessions of each tenant on this node (--max-sessions-per-tenant).
+	perTenant map[string]int
+	ended     map[string]*endedSession
+	closing   bool
+	metrics   *metrics
+	relaying  atomic.Bool // subscribed to the changes other nodes relay
 
 	// Relayed connections (remote.go, edge.go), when the store is shared.
 	addr     string              // this node's address among the nodes: NodeID plus a random suffix
@@ -61,16 +63,17 @@ func NewNode(cfg Config, store jobs.Store) *Node {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		store:    store,
-		ctx:      ctx,
-		cancel:   cancel,
-		sessions: make(map[string]*Session),
-		ended:    make(map[string]*endedSession),
-		metrics:  newMetrics(),
-		remotes:  make(map[string]*remoteConn),
-		edges:    make(map[string]*edgeConn),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		store:     store,
+		ctx:       ctx,
+		cancel:    cancel,
+		sessions:  make(map[string]*Session),
+		perTenant: make(map[string]int),
+		ended:     make(map[string]*endedSession),
+		metrics:   newMetrics(),
+		remotes:   make(map[string]*remoteConn),
+		edges:     make(map[string]*edgeConn),
 	}
 	n.addr = cfg.NodeID + "." + randomID(8)
 	n.dir, _ = store.(jobs.NodeDirectory)
@@ -232,10 +235,12 @@ func (n *Node) CreateSession(tenant string, mc ModelConfig) (*Session, error) {
 	if n.closing {
 		return nil, errShuttingDown
 	}
+	if n.perTenant[tenant] >= n.cfg.Limits.MaxSessionsPerTenant {
+		return nil, ErrTooManySessions
+	}
 	s := newSession(n, tenant)
 	s.modelCfg = mc
-	n.sessions[s.id] = s
-	n.metrics.sessions.Inc()
+	n.addSessionLocked(s)
 	s.start()
 	n.hold(s)
 	return s, nil
@@ -243,14 +248,52 @@ func (n *Node) CreateSession(tenant string, mc ModelConfig) (*Session, error) {
 
 var errShuttingDown = errors.New("broker: shutting down")
 
+// ErrTooManySessions is CreateSession's answer when the tenant has --max-sessions-per-tenant
+// open sessions on this node (SPEC 18: limit_exceeded, HTTP 429).
+var ErrTooManySessions = errors.New("broker: the tenant has the most open sessions allowed")
+
+// addSessionLocked makes s one of the node's live sessions (n.mu held).
+func (n *Node) addSessionLocked(s *Session) {
+	n.sessions[s.id] = s
+	n.perTenant[s.tenant]++
+	s.counted = true
+	n.metrics.sessions.Inc()
+}
+
+// uncountLocked takes s out of its tenant's count of open sessions, once (n.mu held).
+func (n *Node) uncountLocked(s *Session) {
+	if !s.counted {
+		return
+	}
+	s.counted = false
+	if n.perTenant[s.tenant]--; n.perTenant[s.tenant] <= 0 {
+		delete(n.perTenant, s.tenant)
+	}
+}
+
+// ending takes a session that is ending out of its tenant's count before its connections hear
+// of the end, so that a new session fits as soon as they do.
+func (n *Node) ending(s *Session) {
+	n.mu.Lock()
+	n.uncountLocked(s)
+	n.mu.Unlock()
+}
+
+// dropSessionLocked makes s no longer one of the node's live sessions, if it was (n.mu held).
+func (n *Node) dropSessionLocked(s *Session) {
+	if n.sessions[s.id] != s {
+		return
+	}
+	delete(n.sessions, s.id)
+	n.uncountLocked(s)
+	n.metrics.sessions.Dec()
+}
+
 // forget moves an ended session to the ended list.
 func (n *Node) forget(s *Session, info *endedSession) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.sessions[s.id] == s {
-		delete(n.sessions, s.id)
-		n.metrics.sessions.Dec()
-	}
+	n.dropSessionLocked(s)
 	n.ended[s.id] = info
 	n.release(s.id)
 }

@@ -248,8 +248,7 @@ func (n *Node) claim(tenant, id string) (*Session, bool) {
 	}
 	s := n.restore(p, st)
 	n.mu.Lock()
-	n.sessions[s.id] = s
-	n.metrics.sessions.Inc()
+	n.addSessionLocked(s) // taken back even past the tenant's limit: it was open already
 	n.mu.Unlock()
 	n.hold(s)
 	s.mb.post(func() { s.takenBack(st) }, false)

@@ -25,6 +25,7 @@ type Session struct {
 	created     time.Time
 	mb          mailbox
 	journaled   atomic.Bool // its record is in the journal, under this node's lease (journal.go)
+	counted     bool        // it counts toward its tenant\'s open sessions on this node (guarded by the node\'s mu)
 	agentSum    uint64      // the hash of the text agent's state last journaled
 	// agentDirty: an event ran since the text agent's state was last journaled.
 	agentDirty atomic.Bool
@@ -256,6 +257,7 @@ func (s *Session) end(reason frames.EndReason) {
 	}
 	info := &endedSession{tenant: s.tenant, joinHash: s.joinHash, callerHash: s.callerHash, expiredSlots: expired, at: time.Now()}
 	s.node.recordEnded(s.id, info) // before session.ended: a hello on another node right after it knows
+	s.node.ending(s)               // its place in the tenant's quota is free once session.ended is out
 	for _, sl := range s.slots {
 		if sl.expiry != nil {
 			sl.expiry.Stop()

@@ -222,6 +222,9 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant stri
 		e := broker.NoSession(r.Header.Get(SessionHeader))
 		broker.WriteHTTPError(w, http.StatusNotFound, e.Code, e.Message)
 		return
+	case errors.Is(err, broker.ErrTooManySessions):
+		broker.WriteHTTPError(w, http.StatusTooManyRequests, frames.CodeLimitExceeded, "the tenant has the most open sessions allowed")
+		return
 	case errors.Is(err, broker.ErrAgentAttached):
 		broker.WriteHTTPError(w, http.StatusForbidden, frames.CodeForbidden, err.Error())
 		return
