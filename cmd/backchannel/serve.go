@@ -352,7 +352,7 @@ func serve(args []string) error {
 		return fmt.Errorf("listen on %s: %v", c.addr, err)
 	}
 	node.Advertise(advertiseURL(ln.Addr().(*net.TCPAddr)))
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := broker.NewHTTPServer(handler, broker.HTTPLimits{}) // the limits of SPEC 18
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
 	ran := make(chan struct{})

@@ -44,6 +44,11 @@ type Options struct {
 	// Config is the broker configuration; APIKeys default to KeyA/KeyB, ResumeWindow to 3 s
 	// and BackgroundAfter to 1 s.
 	Config broker.Config
+	// HTTP are the HTTP server's limits (zero: those of `backchannel serve`, SPEC 18).
+	HTTP broker.HTTPLimits
+	// Routes, when set, adds routes to the node's handler as `backchannel serve` adds /mcp,
+	// the WebRTC signaling and the pages (Node.Handler's extra).
+	Routes func(n *broker.Node, mux *http.ServeMux)
 }
 
 // SharedRedis returns the Options of a node on a private Redis (one client, one key prefix) for
@@ -113,7 +118,12 @@ func Start(t testing.TB, opts Options) *Broker {
 	b.URL = "http://" + b.Addr
 	b.WSURL = "ws://" + b.Addr + "/v1/ws"
 	b.Node.Advertise(b.URL)
-	b.srv = &http.Server{Handler: b.Node.Handler(b.wsh, nil), ReadHeaderTimeout: 10 * time.Second}
+	var extra func(mux *http.ServeMux)
+	if opts.Routes != nil {
+		extra = func(mux *http.ServeMux) { opts.Routes(b.Node, mux) }
+	}
+	// The handler and the server are built as `backchannel serve` builds them.
+	b.srv = broker.NewHTTPServer(b.Node.Handler(b.wsh, extra), opts.HTTP)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.stop = cancel
 	go func() {
