@@ -63,7 +63,7 @@ func (n *Node) Handler(ws http.Handler, extra func(mux *http.ServeMux)) http.Han
 	// Everything else under /v1/ is an API resource too: its errors have the JSON body of
 	// SPEC 3.1, not the mux's plain-text 404 and 405.
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) { apiNotFound(mux, w, r) })
-	return mux
+	return n.newGuard(mux)
 }
 
 // apiNotFound answers a request under /v1/ that no route serves: 405 when the path exists for
@@ -324,6 +324,13 @@ func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"session_id": id, "entries": entries})
 		return
 	}
+	release, ok := n.addFollower(tenant, id)
+	if !ok {
+		WriteHTTPError(w, http.StatusTooManyRequests, frames.CodeLimitExceeded,
+			fmt.Sprintf("the session already has %d timeline followers (the limit, --max-timeline-followers): one must end first", n.cfg.Limits.MaxTimelineFollowers))
+		return
+	}
+	defer release()
 	n.follow(w, r, tenant, id, entries, remote)
 }
 
@@ -387,13 +394,16 @@ func (n *Node) follow(w http.ResponseWriter, r *http.Request, tenant, id string,
 	}
 }
 
-// ready is /readyz: the store must answer.
+// ready is /readyz: the store must answer. It is unauthenticated, so a failure says only that
+// (SPEC 18: {"ready": false, "reason": "store unreachable"}); the store's error, which names its
+// address, goes to the log.
 func (n *Node) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := n.store.Ping(ctx); err != nil {
-		WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, "store not reachable: "+err.Error())
+		n.log.Warn("broker: /readyz: the store is not reachable", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "store unreachable"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "status": "ready"})
 }
