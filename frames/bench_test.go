@@ -2,6 +2,8 @@ package frames
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -54,6 +56,43 @@ func BenchmarkEncodeToolCall(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := Encode(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchLarge is an agent.tool_call with about 64 KiB of arguments, text in several scripts.
+var benchLarge = func() []byte {
+	var b strings.Builder
+	b.WriteString(`{"type":"agent.tool_call","id":"tc-9","call_id":"c9","conversation_id":"root","name":"summarize","arguments":{"items":[`)
+	for i := 0; b.Len() < 64<<10; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"n":%d,"title":"Item %d: caf\u00e9 — naïve Grüße, 東京 😀","tags":["a","b\"c"],"score":%d.5e-1}`, i, i, i)
+	}
+	b.WriteString(`]}}`)
+	return []byte(b.String())
+}()
+
+func BenchmarkDecodeLargeToolCall(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchLarge)))
+	for b.Loop() {
+		if _, err := Decode(benchLarge); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchNonASCII is a tool_progress whose note is 100 KiB of two-byte UTF-8.
+var benchNonASCII = []byte(`{"type":"tool_progress","id":"p-1","handle":"cap-handle","note":"note 001:` + strings.Repeat("ü", 50<<10) + `"}`)
+
+func BenchmarkDecodeNonASCII(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchNonASCII)))
+	for b.Loop() {
+		if _, err := Decode(benchNonASCII); err != nil {
 			b.Fatal(err)
 		}
 	}
