@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"unicode/utf8"
 )
 
 // Decode parses one frame of either direction and returns a pointer to its struct (for
 // example *ToolCall). It applies the rules of SPEC 2, in this order:
 //
-//   - b must be one JSON object;
+//   - b must be one JSON object, all of it valid UTF-8 (raw bytes: an escape such as \ud800
+//     is JSON and is accepted), nested at most MaxNesting levels when it is not a frame the
+//     broker sends (see MaxNesting for how levels are counted);
 //   - "type" must be present and a string naming a known frame type (else unknown_frame);
 //   - an "id" of a client frame must be a string of at most MaxIDLen bytes;
 //   - every field must have its JSON type, and every required field (struct tag
@@ -32,26 +35,20 @@ func DecodeClient(b []byte) (Frame, error) { return decode(b, ClientToBroker) }
 
 // decode is Decode; when only is set, a frame type of the other direction is unknown_frame.
 func decode(b []byte, only Direction) (Frame, error) {
-	// One validating pass over the whole frame; after it the scanner of scan.go only finds
-	// member boundaries.
+	// One validating pass over the whole frame (check.go: JSON, UTF-8, nesting); after it the
+	// scanner of scan.go only finds member boundaries.
 	start := skipSpace(b, 0)
-	if !json.Valid(b) || b[start] != '{' {
+	if start == len(b) || b[start] != '{' {
 		err := badFrame("frame is not a valid JSON object")
 		err.Ref = PeekID(b)
 		return nil, err
 	}
 	obj := b[start:]
-	var typ []byte
-	for s := members(obj); ; {
-		key, val, ok := s.next()
-		if !ok {
-			break
-		}
-		if string(nameOf(key)) == "type" {
-			typ = val
-		}
+	if err := checkFrame(obj); err != nil {
+		err.Ref = PeekID(obj)
+		return nil, err
 	}
-	f, err := decodeFrame(obj, typ, only)
+	f, err := decodeFrame(obj, typeOf(obj), only)
 	if err != nil {
 		err.Ref = PeekID(obj) // the ref of the error, read only when there is an error
 		return nil, err
@@ -115,8 +112,10 @@ const maxPooledBuffer = 64 << 10
 //
 // Encode refuses, with an error wrapping a bad_frame *Error, a frame that Decode would reject:
 // a missing required any-JSON field (nil or null), a non-object where an object is required, an
-// id over MaxIDLen bytes, a negative Duration, or a frame its Validate method rejects. So every
-// frame Encode returns decodes.
+// id over MaxIDLen bytes, a negative Duration, a frame its Validate method rejects, or a client
+// frame nested deeper than MaxNesting levels (through a json.RawMessage member). Bytes of a
+// json.RawMessage member that are not UTF-8 are replaced by \ufffd, as encoding/json replaces
+// them in strings. So every frame Encode returns is valid UTF-8 and decodes.
 func Encode(f Frame) ([]byte, error) {
 	if f == nil {
 		return nil, errors.New("frames: cannot encode a nil frame")
@@ -183,5 +182,39 @@ func Encode(f Frame) ([]byte, error) {
 		copy(out, b)
 		out[p] = ','
 	}
+	if !utf8.Valid(out) {
+		// Only a json.RawMessage member can hold such bytes, inside its strings (encoding/json
+		// checks the JSON of raw values but not their UTF-8): they are replaced as encoding/json
+		// replaces them in Go strings, so that no frame Encode returns holds an invalid byte.
+		out = toValidUTF8(out)
+	}
+	if r := byType[typ]; r != nil && r.dir == ClientToBroker {
+		// A raw member may nest deeper than a client frame may (SPEC 2).
+		if fl, key := checkJSON(out, MaxNesting); fl != flawNone {
+			return nil, fmt.Errorf("frames: cannot encode %s: %w", typ, flawError(fl, key, MaxNesting))
+		}
+	}
 	return out, nil
+}
+
+// toValidUTF8 returns the JSON text b with every byte that is not part of a UTF-8 sequence
+// replaced by the escape \ufffd, as encoding/json writes invalid bytes of a Go string. b must be
+// valid JSON, whose bytes outside ASCII are all inside strings.
+func toValidUTF8(b []byte) []byte {
+	out := make([]byte, 0, len(b)+16)
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			out = append(out, b[i])
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			out = append(out, `\ufffd`...)
+		} else {
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	return out
 }

@@ -18,6 +18,11 @@
 //		...
 //	}
 //
+// A frame must be valid UTF-8 (raw bytes; JSON escapes are JSON), and a client frame may nest at
+// most MaxNesting levels of objects and arrays, the frame object itself being level 1 (SPEC 2).
+// CheckMember applies the same rules to JSON that reaches the broker outside a frame and goes
+// on in one (the arguments of an MCP tools/call).
+//
 // Encode renders a frame (value or pointer) with "type" as its first member:
 //
 //	b, err := frames.Encode(frames.ToolCancel{CallID: id, Reason: frames.CancelTimeout})

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzDecode checks that Decode never panics, that it fails only with bad_frame or
-// unknown_frame errors carrying a message, and that every frame it returns encodes and decodes
-// again to the same frame.
+// unknown_frame errors carrying a message, that it accepts only valid UTF-8 and, in client
+// frames, at most MaxNesting levels (and refuses for those reasons only frames that have the
+// flaw), and that every frame it returns encodes — to valid UTF-8 — and decodes again to the
+// same frame.
 func FuzzDecode(f *testing.F) {
 	for _, raw := range loadExamples(f) {
 		f.Add([]byte(raw))
@@ -27,6 +31,11 @@ func FuzzDecode(f *testing.F) {
 		"{\"type\":\"caller.text\",\"text\":\"\xff\xfe\"}",
 		`{"type":"tool_result","call_id":"c","output":1,"Output":null,"CALL_ID":7}`,
 		`{"type":"error","code":"x","message":"","retryable":true,"seq":-1}`,
+		"{\"type\":\"agent.tool_call\",\"id\":\"t\",\"call_id\":\"a\",\"conversation_id\":\"root\",\"name\":\"n\",\"arguments\":{\"q\":\"\xed\xa0\x80\"}}",
+		`{"type":"agent.tool_call","id":"t","call_id":"a","conversation_id":"root","name":"n","arguments":{"q":"\ud800"}}`,
+		`{"type":"tool_result","call_id":"c","output":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`,
+		`{"type":"tool_result","call_id":"c","output":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`,
+		`{"type":"tool_call","call_id":"c","name":"n","arguments":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `,"timeout_ms":1,"session_id":"s","deferred":true}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -46,14 +55,29 @@ func FuzzDecode(f *testing.F) {
 			if e.Message == "" {
 				t.Fatalf("empty error message")
 			}
+			if strings.HasPrefix(e.Message, "frame is not valid UTF-8") && utf8.Valid(b) {
+				t.Fatalf("%q refused as not UTF-8", b)
+			}
+			if strings.HasPrefix(e.Message, "JSON nesting deeper than") && json.Valid(b) && refDepth(t, b) <= MaxNesting {
+				t.Fatalf("%q refused as too deep", b)
+			}
 			return
 		}
 		if fr == nil {
 			t.Fatalf("Decode returned neither a frame nor an error")
 		}
+		if !utf8.Valid(b) {
+			t.Fatalf("Decode accepted %q, which is not valid UTF-8", b)
+		}
+		if d, _ := DirectionOf(fr.FrameType()); d == ClientToBroker && refDepth(t, b) > MaxNesting {
+			t.Fatalf("Decode accepted the client frame %q of %d levels", b, refDepth(t, b))
+		}
 		out, err := Encode(fr)
 		if err != nil {
 			t.Fatalf("decoded frame %#v does not encode: %v", fr, err)
+		}
+		if !utf8.Valid(out) {
+			t.Fatalf("Encode gave %q, which is not valid UTF-8", out)
 		}
 		fr2, err := Decode(out)
 		if err != nil {

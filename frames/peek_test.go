@@ -51,7 +51,11 @@ func TestDecodeRefOfBrokenFrames(t *testing.T) {
 	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
 	runRejects(t, []rejectCase{
 		{name: "truncated", in: `{"type":"tool_progress","id":"p-1","handle":"h","note":"tru`, ref: "p-1", want: []string{"not a valid JSON object"}},
-		{name: "nested deeper than encoding/json allows", in: `{"type":"tool_progress","id":"p-2","handle":"h","note":"x","junk":` + deep + `}`, ref: "p-2", want: []string{"not a valid JSON object"}},
+		{name: "nested deeper than encoding/json allows", in: `{"type":"tool_progress","id":"p-2","handle":"h","note":"x","junk":` + deep + `}`, ref: "p-2", want: []string{"JSON nesting deeper than 64 levels (in field junk)"}},
+		{name: "nested deeper than 64 levels, id after", in: `{"type":"tool_progress","junk":` + deep[:65] + deep[len(deep)-65:] + `,"id":"p-4","handle":"h","note":"x"}`, ref: "p-4", want: []string{"JSON nesting deeper than 64 levels"}},
+		{name: "not UTF-8 after the id", in: "{\"type\":\"tool_progress\",\"id\":\"p-5\",\"handle\":\"h\",\"note\":\"\xff\"}", ref: "p-5", want: []string{"frame is not valid UTF-8"}},
+		{name: "not UTF-8 and truncated after the id", in: "{\"type\":\"tool_progress\",\"id\":\"p-6\",\"note\":\"\xed\xa0\x80", ref: "p-6", want: []string{"frame is not valid UTF-8"}},
+		{name: "not UTF-8 in the id", in: "{\"type\":\"tool_progress\",\"id\":\"p-\xc0\xaf\",\"handle\":\"h\",\"note\":\"x\"}", want: []string{"frame is not valid UTF-8"}},
 		{name: "a control byte", in: "{\"type\":\"session.end\",\"id\":\"p-3\",\"extra\":\x00}", ref: "p-3", want: []string{"not a valid JSON object"}},
 		{name: "truncated in the id", in: `{"type":"tool_progress","id":"p-`, want: []string{"not a valid JSON object"}},
 	})

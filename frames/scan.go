@@ -2,10 +2,11 @@ package frames
 
 import "bytes"
 
-// This file holds the scanner Decode uses to take a frame apart after one json.Valid pass over
-// it: it splits objects into members and arrays into elements by walking the bytes, so that the
-// frame is validated once and nested objects are not unmarshalled again into maps of their own.
-// Every function here expects valid JSON (the caller checked it) and only finds boundaries.
+// This file holds the scanner Decode uses to take a frame apart after one validating pass over
+// it (check.go, which accepts a subset of what json.Valid accepts): it splits objects into
+// members and arrays into elements by walking the bytes, so that the frame is validated once
+// and nested objects are not unmarshalled again into maps of their own. Every function here
+// expects valid JSON (the caller checked it) and only finds boundaries.
 
 // isSpace reports whether c is JSON white space.
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
