@@ -465,6 +465,9 @@ func contains(list []string, s string) bool {
 // result, or when the client cancels it or its MCP session ends (the call is then abandoned:
 // AgentPort.Call).
 func (h *Handler) callTool(ctx context.Context, b *binding, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	if err := checkArguments(req.Params.Arguments); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(b.ctx, cancel)
