@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -56,6 +57,7 @@ type serveConfig struct {
 	rtcTURNUser     string
 	rtcTURNPass     string
 	allowedOrigins  string
+	publicURL       string
 	maxSessions     int
 	maxHostSlots    int
 	timelineMax     int
@@ -152,6 +154,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&c.rtcTURNUser, "webrtc-turn-username", envOr("BACKCHANNEL_WEBRTC_TURN_USERNAME", ""), "username for the turn:/turns: URLs of --webrtc-ice-servers [BACKCHANNEL_WEBRTC_TURN_USERNAME]")
 	fs.StringVar(&c.rtcTURNPass, "webrtc-turn-credential", envOr("BACKCHANNEL_WEBRTC_TURN_CREDENTIAL", ""), "password for the turn:/turns: URLs of --webrtc-ice-servers [BACKCHANNEL_WEBRTC_TURN_CREDENTIAL]")
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", envOr("BACKCHANNEL_ALLOWED_ORIGINS", ""), "comma-separated browser origins (https://app.example.com) allowed to open WebSockets, MCP and HTTP API requests, * for any; others get 403 (the broker's own origin is always allowed) [BACKCHANNEL_ALLOWED_ORIGINS]")
+	fs.StringVar(&c.publicURL, "public-url", envOr("BACKCHANNEL_PUBLIC_URL", ""), "the base URL clients reach the broker at behind a proxy (https://voice.example.com), for caller_url and the broker's own origin (default: each request's Host) [BACKCHANNEL_PUBLIC_URL]")
 	fs.IntVar(&c.maxSessions, "max-sessions-per-tenant", maxSessions, "open sessions per tenant; one more gets limit_exceeded (HTTP 429) [BACKCHANNEL_MAX_SESSIONS_PER_TENANT]")
 	fs.IntVar(&c.maxHostSlots, "max-host-slots", maxHostSlots, "host slots per session [BACKCHANNEL_MAX_HOST_SLOTS]")
 	fs.Func("timeline-max-bytes", "a session's timeline size past which entry details are cut to 256 bytes (bytes, or with KiB/MiB/GiB; default 4MiB) [BACKCHANNEL_TIMELINE_MAX_BYTES]", func(v string) error {
@@ -185,6 +188,11 @@ func parseServe(args []string) (*serveConfig, error) {
 	}
 	if err := c.checkWebRTCPorts(); err != nil {
 		return nil, err
+	}
+	if c.publicURL != "" {
+		if u, err := url.Parse(c.publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return nil, fmt.Errorf("--public-url %q: want http(s)://HOST[:PORT]", c.publicURL)
+		}
 	}
 	if c.maxSessions <= 0 || c.maxHostSlots <= 0 || c.maxFollowers <= 0 || c.timelineMax <= 0 {
 		return nil, errors.New("--max-sessions-per-tenant, --max-host-slots, --max-timeline-followers and --timeline-max-bytes must be positive")
@@ -319,7 +327,7 @@ func serve(args []string) error {
 	defer closeStore()
 
 	cfg := broker.Config{APIKeys: keys, ResumeWindow: c.resumeWindow, BackgroundAfter: c.backgroundAfter, NodeID: c.nodeID,
-		AllowedOrigins: c.origins(), LoopbackHostsOnly: devMode,
+		AllowedOrigins: c.origins(), LoopbackHostsOnly: devMode, PublicURL: strings.TrimRight(c.publicURL, "/"),
 		Limits: broker.Limits{MaxSessionsPerTenant: c.maxSessions, MaxHostSlots: c.maxHostSlots,
 			TimelineMaxBytes: c.timelineMax, MaxTimelineFollowers: c.maxFollowers},
 		Logger: log, DefaultModel: c.model, Models: map[string]model.Factory{
