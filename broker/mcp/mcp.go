@@ -131,6 +131,14 @@ func New(node *broker.Node, log *slog.Logger) *Handler {
 		Instructions: instructions,
 		Capabilities: capabilities(),
 	})
+	// The SDK's DNS-rebinding protection (a request that arrived on a loopback address must
+	// name a loopback Host) stays off: the broker's own rules, which Node.Handler puts in front
+	// of /mcp as of every route (SPEC 18, broker/guard.go), are the one rule. In dev mode —
+	// the only mode with a key a page could know — they refuse every Host that is not
+	// loopback, on every address; with API keys a rebound page has no key, and the SDK's rule
+	// would refuse a proxy on the same machine that passes the public Host on. Its
+	// cross-origin protection is off too (nil): the guard checks Origin against the broker's
+	// own origin and --allowed-origins.
 	h.stream = sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		if srv, ok := r.Context().Value(ctxKey{}).(*sdk.Server); ok {
 			return srv
