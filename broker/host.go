@@ -10,29 +10,16 @@ import (
 )
 
 // declare applies a tools.declare (or the tools of a hello): the slot's tool set is replaced
-// as a whole, or nothing changes (SPEC 4).
+// as a whole, or nothing changes (SPEC 4). The declaration is checked, counted against the
+// session's tool limit and only then compiled (prepareTools).
 func (s *Session) declare(sl *Slot, ref string, decls []frames.ToolDecl) {
-	tools, names, e := compileTools(decls)
-	if e != nil {
-		s.sendError(sl, ref, e)
+	limit := s.node.cfg.Limits.MaxTools
+	p := prepareTools(decls, s.toolNamesExcept(sl.id), limit)
+	if p.err != nil {
+		s.sendError(sl, ref, p.err)
 		return
 	}
-	distinct := map[string]bool{}
-	for _, other := range s.slots {
-		if other == sl {
-			continue
-		}
-		for n := range other.tools {
-			distinct[n] = true
-		}
-	}
-	for n := range tools {
-		distinct[n] = true
-	}
-	if limit := s.node.cfg.Limits.MaxTools; len(distinct) > limit {
-		s.sendError(sl, ref, frames.Errorf(frames.CodeLimitExceeded, "%d tools in this session is over the limit of %d", len(distinct), limit))
-		return
-	}
+	tools, names := p.tools, p.names
 	sl.tools = tools
 	sl.declared = true
 	s.saveJournal()

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
@@ -34,33 +32,84 @@ func declError(code frames.Code, format string, args ...any) *frames.Error {
 	return frames.Errorf(code, format, args...)
 }
 
-// compileTools validates a declaration and compiles every tool (SPEC 4). Nothing of a
-// rejected declaration is applied.
+// compileTools validates a declaration and compiles every tool (SPEC 4), for a tool set that
+// was accepted before (a parked session's, park.go): no tool count. Nothing of a rejected
+// declaration is applied.
 func compileTools(decls []frames.ToolDecl) (map[string]*Tool, []string, *frames.Error) {
-	out := make(map[string]*Tool, len(decls))
-	names := make([]string, 0, len(decls))
+	p := prepareTools(decls, nil, 0)
+	if p.err != nil {
+		return nil, nil, p.err
+	}
+	return p.tools, p.names, nil
+}
+
+// preparedTools is a declaration validated and compiled, not yet applied (declare applies
+// it). A declaration that failed carries its error and nothing else.
+type preparedTools struct {
+	decls []frames.ToolDecl // the declaration it was made for (recognized by identity)
+	tools map[string]*Tool
+	names []string
+	err   *frames.Error
+}
+
+// prepareTools validates and compiles a declaration (SPEC 2, 4) in three steps, so that the
+// cheap checks come before the expensive ones: every tool's name, flags and parameters bounds;
+// then the session's tool count, the names others declare plus this declaration's, against
+// limit (0: not counted); only then the schemas are compiled. The first failure
+// is the declaration's error.
+func prepareTools(decls []frames.ToolDecl, others map[string]bool, limit int) *preparedTools {
+	p := &preparedTools{decls: decls, tools: make(map[string]*Tool, len(decls)), names: make([]string, 0, len(decls))}
+	fail := func(e *frames.Error) *preparedTools { return &preparedTools{decls: decls, err: e} }
 	for i, d := range decls {
 		if !toolName.MatchString(d.Name) {
-			return nil, nil, declError(frames.CodeBadFrame, "tools[%d]: field name must match ^[a-zA-Z0-9_-]{1,64}$", i)
+			return fail(declError(frames.CodeBadFrame, "tools[%d]: field name must match ^[a-zA-Z0-9_-]{1,64}$", i))
 		}
 		where := fmt.Sprintf("tools[%d] (tool %q)", i, d.Name)
 		if reservedNames[d.Name] {
-			return nil, nil, declError(frames.CodeBadFrame, "%s: field name %q is reserved for a built-in tool", where, d.Name)
+			return fail(declError(frames.CodeBadFrame, "%s: field name %q is reserved for a built-in tool", where, d.Name))
 		}
-		if _, dup := out[d.Name]; dup {
-			return nil, nil, declError(frames.CodeBadFrame, "%s: field name %q is declared twice", where, d.Name)
+		if _, dup := p.tools[d.Name]; dup {
+			return fail(declError(frames.CodeBadFrame, "%s: field name %q is declared twice", where, d.Name))
 		}
-		t, err := compileTool(d)
-		if err != "" {
-			return nil, nil, declError(frames.CodeBadFrame, "%s: %s", where, err)
+		t, problem := newTool(d)
+		if problem == "" {
+			_, problem = checkSchema(d.Parameters)
 		}
-		out[d.Name] = t
-		names = append(names, d.Name)
+		if problem != "" {
+			return fail(declError(frames.CodeBadFrame, "%s: %s", where, problem))
+		}
+		p.tools[d.Name] = t
+		p.names = append(p.names, d.Name)
 	}
-	return out, names, nil
+	if limit > 0 {
+		n := len(others)
+		for _, name := range p.names {
+			if !others[name] {
+				n++
+			}
+		}
+		if n > limit {
+			return fail(tooManyTools(n, limit))
+		}
+	}
+	for i, d := range decls {
+		t := p.tools[d.Name]
+		s, err := compileSchemaText(compactSchema(d.Parameters))
+		if err != nil {
+			return fail(declError(frames.CodeBadFrame, "tools[%d] (tool %q): field parameters is not a valid JSON Schema: %s", i, d.Name, oneLine(err.Error())))
+		}
+		t.schema = s
+	}
+	return p
 }
 
-func compileTool(d frames.ToolDecl) (*Tool, string) {
+// tooManyTools is the limit_exceeded of more than limit distinct tool names in a session (SPEC 4).
+func tooManyTools(n, limit int) *frames.Error {
+	return frames.Errorf(frames.CodeLimitExceeded, "%d tools in this session is over the limit of %d", n, limit)
+}
+
+// newTool checks a declaration's flags and makes its Tool, without its schema.
+func newTool(d frames.ToolDecl) (*Tool, string) {
 	timeout := d.Timeout.Std()
 	if timeout > jobs.MaxTimeout {
 		return nil, "field timeout must be at most 120s"
@@ -72,55 +121,43 @@ func compileTool(d frames.ToolDecl) (*Tool, string) {
 	if d.DeferredTimeout != 0 && !d.Deferred {
 		return nil, "field deferred_timeout needs deferred: true"
 	}
-	schema, err := compileSchema(d.Parameters)
-	if err != nil {
-		return nil, "field parameters is not a valid JSON Schema: " + oneLine(err.Error())
-	}
 	if timeout == 0 {
 		timeout = jobs.DefaultTimeout
 	}
 	if dt == 0 {
 		dt = jobs.DefaultDeferredTimeout
 	}
-	return &Tool{Decl: d, schema: schema, Job: jobs.Tool{
+	return &Tool{Decl: d, Job: jobs.Tool{
 		Name: d.Name, Timeout: timeout, Deferred: d.Deferred, DeferredTimeout: dt,
 		RequiresPermission: d.RequiresPermission, NotifyOnComplete: d.NotifiesOnComplete(),
 		ExpectedDuration: string(d.ExpectedDuration),
 	}}, ""
 }
 
-// schemaCache shares compiled parameter schemas between the sessions that declare the same
-// tools (a compiled schema is immutable and safe for concurrent validation).
-var schemaCache sync.Map // compact schema text → *jsonschema.Schema
-
-// maxCachedSchemas bounds the cache; past it schemas are compiled per declaration.
-const maxCachedSchemas = 4096
-
-var cachedSchemas atomic.Int64
-
-func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
-	var key bytes.Buffer
-	if err := json.Compact(&key, raw); err == nil {
-		if s, ok := schemaCache.Load(key.String()); ok {
-			return s.(*jsonschema.Schema), nil
-		}
+// compactSchema is a parameters value without its insignificant whitespace: the text that is
+// compiled.
+func compactSchema(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw) // not JSON: compiling it says so
 	}
-	s, err := compileSchemaText(raw)
-	if err == nil && key.Len() > 0 && cachedSchemas.Load() < maxCachedSchemas {
-		if _, loaded := schemaCache.LoadOrStore(key.String(), s); !loaded {
-			cachedSchemas.Add(1)
-		}
-	}
-	return s, err
+	return b.String()
 }
 
-func compileSchemaText(raw json.RawMessage) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+// compileSchemaText compiles a parameters schema (checkSchema bounded it first). Every call is
+// counted (schemaCompiles) and runs the test hook, if one is set.
+func compileSchemaText(text string) (*jsonschema.Schema, error) {
+	schemaCompiles.Add(1)
+	if h := compileHook.Load(); h != nil {
+		(*h)([]byte(text))
+	}
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 	if err != nil {
 		return nil, err
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(selfContained{})
+	c.UseRegexpEngine(boundedRegexp)
 	if err := c.AddResource("parameters.json", doc); err != nil {
 		return nil, err
 	}
