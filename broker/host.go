@@ -19,6 +19,7 @@ func (s *Session) declare(sl *Slot, ref string, decls []frames.ToolDecl) {
 		s.sendError(sl, ref, p.err)
 		return
 	}
+	p.publish()
 	tools, names := p.tools, p.names
 	sl.tools = tools
 	sl.declared = true

@@ -33,13 +33,14 @@ func declError(code frames.Code, format string, args ...any) *frames.Error {
 }
 
 // compileTools validates a declaration and compiles every tool (SPEC 4), for a tool set that
-// was accepted before (a parked session's, park.go): no tool count. Nothing of a rejected
-// declaration is applied.
+// was accepted before (a parked session's, park.go): no tool count, and the schemas are shared
+// through the cache at once. Nothing of a rejected declaration is applied.
 func compileTools(decls []frames.ToolDecl) (map[string]*Tool, []string, *frames.Error) {
 	p := prepareTools(decls, nil, 0)
 	if p.err != nil {
 		return nil, nil, p.err
 	}
+	p.publish()
 	return p.tools, p.names, nil
 }
 
@@ -50,16 +51,25 @@ type preparedTools struct {
 	tools map[string]*Tool
 	names []string
 	err   *frames.Error
+	fresh []freshSchema // the schemas compiled for it, shared once it is applied
+}
+
+// freshSchema is a schema compiled for a declaration that the cache did not have.
+type freshSchema struct {
+	tool *Tool
+	key  string // its compact text
+	cost int64  // its estimated memory (schemaShape.cost)
 }
 
 // prepareTools validates and compiles a declaration (SPEC 2, 4) in three steps, so that the
 // cheap checks come before the expensive ones: every tool's name, flags and parameters bounds;
 // then the session's tool count, the names others declare plus this declaration's, against
-// limit (0: not counted); only then the schemas are compiled. The first failure
+// limit (0: not counted); only then the schemas, from the cache or compiled. The first failure
 // is the declaration's error.
 func prepareTools(decls []frames.ToolDecl, others map[string]bool, limit int) *preparedTools {
 	p := &preparedTools{decls: decls, tools: make(map[string]*Tool, len(decls)), names: make([]string, 0, len(decls))}
 	fail := func(e *frames.Error) *preparedTools { return &preparedTools{decls: decls, err: e} }
+	shapes := make([]schemaShape, len(decls))
 	for i, d := range decls {
 		if !toolName.MatchString(d.Name) {
 			return fail(declError(frames.CodeBadFrame, "tools[%d]: field name must match ^[a-zA-Z0-9_-]{1,64}$", i))
@@ -73,7 +83,7 @@ func prepareTools(decls []frames.ToolDecl, others map[string]bool, limit int) *p
 		}
 		t, problem := newTool(d)
 		if problem == "" {
-			_, problem = checkSchema(d.Parameters)
+			shapes[i], problem = checkSchema(d.Parameters)
 		}
 		if problem != "" {
 			return fail(declError(frames.CodeBadFrame, "%s: %s", where, problem))
@@ -94,13 +104,28 @@ func prepareTools(decls []frames.ToolDecl, others map[string]bool, limit int) *p
 	}
 	for i, d := range decls {
 		t := p.tools[d.Name]
-		s, err := compileSchemaText(compactSchema(d.Parameters))
+		key := compactSchema(d.Parameters)
+		if s := schemas.lookup(key); s != nil {
+			t.schema = s
+			continue
+		}
+		s, err := compileSchemaText(key)
 		if err != nil {
 			return fail(declError(frames.CodeBadFrame, "tools[%d] (tool %q): field parameters is not a valid JSON Schema: %s", i, d.Name, oneLine(err.Error())))
 		}
 		t.schema = s
+		p.fresh = append(p.fresh, freshSchema{tool: t, key: key, cost: shapes[i].cost(len(key))})
 	}
 	return p
+}
+
+// publish shares the schemas compiled for an applied declaration through the cache: a schema
+// another declaration put there meanwhile replaces its own copy.
+func (p *preparedTools) publish() {
+	for _, f := range p.fresh {
+		f.tool.schema = schemas.publish(f.key, f.tool.schema, f.cost)
+	}
+	p.fresh = nil
 }
 
 // tooManyTools is the limit_exceeded of more than limit distinct tool names in a session (SPEC 4).
@@ -134,8 +159,8 @@ func newTool(d frames.ToolDecl) (*Tool, string) {
 	}}, ""
 }
 
-// compactSchema is a parameters value without its insignificant whitespace: the text that is
-// compiled.
+// compactSchema is a parameters value without its insignificant whitespace: the schema's key
+// in the cache, and the text that is compiled.
 func compactSchema(raw json.RawMessage) string {
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
