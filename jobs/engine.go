@@ -27,6 +27,10 @@ type Options struct {
 	ClaimLease time.Duration
 	// PollInterval is how often Run looks for deadlines it did not set itself (default 100 ms).
 	PollInterval time.Duration
+	// TimelineMaxBytes caps each session's timeline (SPEC 18 --timeline-max-bytes; default
+	// DefaultTimelineMaxBytes, 4 MiB; negative: no cap). Past it, entries keep their kind and ids
+	// but their detail values are cut to CutBytes (CutEntry), and one notice says so.
+	TimelineMaxBytes int
 	// Tenants whose deadlines this engine polls from the start (tenants it creates jobs for are
 	// added as it goes).
 	Tenants []string
@@ -45,7 +49,8 @@ type Change struct {
 	// Job is the job after the transition (for a transition that writes no job, the job as it
 	// was checked). It is shared: it must not be modified.
 	Job *Job
-	// Entries are the timeline entries the transition recorded.
+	// Entries are the timeline entries the transition recorded, whole: the timeline may hold
+	// them cut (Options.TimelineMaxBytes).
 	Entries []Entry
 	// Interaction is the interaction the event is about, for interaction events.
 	Interaction *Interaction
@@ -142,6 +147,9 @@ func NewEngine(store Store, opts Options) *Engine {
 	}
 	if opts.ClaimLease <= 0 {
 		opts.ClaimLease = 10 * time.Second
+	}
+	if opts.TimelineMaxBytes == 0 {
+		opts.TimelineMaxBytes = DefaultTimelineMaxBytes
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 100 * time.Millisecond
@@ -349,6 +357,7 @@ func (e *Engine) commit(ctx context.Context, t *Transition) error {
 		t.ID = newTransitionID()
 	}
 	t.Retention = e.opts.Retention
+	t.TimelineMax = max(int64(e.opts.TimelineMaxBytes), 0)
 	err := e.retry(ctx, func() error {
 		err := e.store.Apply(ctx, t)
 		var ce *ConflictError

@@ -62,8 +62,13 @@ type Transition struct {
 	From State
 	// Handle claims or burns a handle in the same step, or is nil.
 	Handle *HandleOp
-	// Entries are appended to the session's timeline.
+	// Entries are appended to the session's timeline, whole or cut by the timeline's cap.
 	Entries []Entry
+	// TimelineMax caps the session's timeline (bytes; 0: no cap): the store keeps the sum of the
+	// encoded sizes of the entries offered to the timeline and, in the same atomic step as the
+	// append, stores an entry that takes the sum past TimelineMax, and every later one, in its
+	// CutEntry form, the first of them preceded by TimelineNotice (see timelinecap.go).
+	TimelineMax int64
 	// Retention is how long a terminal job, a burned handle and the timeline are kept (a
 	// timeline's retention runs from its first entry and is renewed each time a job ends).
 	Retention time.Duration
