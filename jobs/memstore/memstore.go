@@ -66,6 +66,9 @@ type handle struct {
 
 type timeline struct {
 	entries [][]byte
+	// offered is the sum of the encoded sizes of the entries offered whole (the timeline cap of
+	// jobs.Transition.TimelineMax; the notice is not counted).
+	offered int64
 	expires int64
 }
 
@@ -101,18 +104,43 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		copied = bare.Clone()
 	}
 	entries := make([][]byte, len(tr.Entries))
+	offered, long := int64(0), false
 	for i, e := range tr.Entries {
 		b, err := json.Marshal(e)
 		if err != nil {
 			return fmt.Errorf("memstore: encode timeline entry: %w", err)
 		}
 		entries[i] = b
+		offered += int64(len(b))
+		long = long || len(b) > jobs.CutBytes
 	}
 	now := s.now()
 	t := s.space(tr.Tenant)
+	// The entries past the timeline's cap are stored cut (jobs.Transition.TimelineMax). Cutting
+	// a long entry takes time: it is done before taking the lock when the timeline looks like it
+	// passes its cap, and under the lock only if another writer took it there in between.
+	var cuts [][]byte
+	passes := func() bool { return tr.TimelineMax > 0 && t.offered(tr.SessionID)+offered > tr.TimelineMax }
+	if long && tr.TimelineMax > 0 {
+		t.mu.Lock()
+		early := passes()
+		t.mu.Unlock()
+		if early {
+			var err error
+			if cuts, err = cutAll(entries); err != nil {
+				return err
+			}
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.expire(now)
+	if cuts == nil && passes() {
+		var err error
+		if cuts, err = cutAll(entries); err != nil {
+			return err
+		}
+	}
 
 	rec := t.jobs[tr.CallID]
 	if tr.Check || tr.Job != nil {
@@ -184,9 +212,50 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 			tl.expires = now + retention
 			heap.Push(&t.expiry, dueItem{at: tl.expires, member: "t:" + tr.SessionID})
 		}
-		tl.entries = append(tl.entries, entries...)
+		// The cap: whole while the sum offered stays within it; past it cut, the first cut
+		// entry after the notice.
+		limit := tr.TimelineMax
+		for i, b := range entries {
+			was := tl.offered
+			tl.offered += int64(len(b))
+			if limit <= 0 || tl.offered <= limit {
+				tl.entries = append(tl.entries, b)
+				continue
+			}
+			if was <= limit {
+				tl.entries = append(tl.entries, jobs.AppendTimelineNotice(nil, tr.Entries[i].AtMS, limit))
+			}
+			if cuts[i] != nil {
+				b = cuts[i]
+			}
+			tl.entries = append(tl.entries, b)
+		}
 	}
 	return nil
+}
+
+// offered returns the sum of the sizes offered to a session's timeline so far (t.mu held).
+func (t *space) offered(sessionID string) int64 {
+	if tl := t.timelines[sessionID]; tl != nil {
+		return tl.offered
+	}
+	return 0
+}
+
+// cutAll returns the cut form of each encoded entry (jobs.CutEntry), nil for one with nothing
+// to cut.
+func cutAll(entries [][]byte) ([][]byte, error) {
+	cuts := make([][]byte, len(entries))
+	for i, b := range entries {
+		c, ok, err := jobs.CutEntry(b)
+		if err != nil {
+			return nil, fmt.Errorf("memstore: %w", err)
+		}
+		if ok {
+			cuts[i] = c
+		}
+	}
+	return cuts, nil
 }
 
 // report fills in what Apply tells the engine about an applied job-writing transition: the

@@ -25,6 +25,7 @@ func (k keys) handle(h string) string           { return k.base + "handle:" + h 
 func (k keys) open(sessionID string) string     { return k.base + "open:" + sessionID }
 func (k keys) children(callID string) string    { return k.base + "children:" + callID }
 func (k keys) timeline(sessionID string) string { return k.base + "timeline:" + sessionID }
+func (k keys) tlsize(sessionID string) string   { return k.base + "tlsize:" + sessionID }
 func (k keys) parked(sessionID string) string   { return k.base + "parked:" + sessionID }
 func (k keys) parkedDue() string                { return k.base + "parked" }
 func (k keys) live(sessionID string) string     { return k.base + "live:" + sessionID }

@@ -16,6 +16,7 @@
 //	PREFIX{t:T}:open:SESSION_ID   set: call ids of the session's open jobs
 //	PREFIX{t:T}:children:CALL_ID  set: call ids whose parent call is CALL_ID (kept while the parent is)
 //	PREFIX{t:T}:timeline:SESSION  list: timeline entries (JSON), oldest first
+//	PREFIX{t:T}:tlsize:SESSION    string: the sum of the sizes of the entries offered to the timeline (its cap; expires with it)
 //	PREFIX{t:T}:parked:SESSION    string: a parked session (jobs.ParkedSession JSON; parked.go)
 //	PREFIX{t:T}:parked            sorted set: parked session ids by the end of their resume window
 //	PREFIXparked:SESSION          string: the tenant of a parked session (a resume token names none)
@@ -41,6 +42,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -66,6 +68,7 @@ type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
 	batch  *batcher
+	notice atomic.Pointer[notice] // noticeOf
 }
 
 // New returns a Store over opts.Client. Close stops its pipeline workers.
@@ -155,9 +158,18 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 	if f := tr.Frame; f != nil && len(f.Data) > 0 {
 		outboxKey, fseq, fdata, fmax = k.outbox(tr.SessionID, f.Slot), strconv.FormatInt(f.Seq, 10), f.Data, max(f.Max, 1)
 	}
-	argv := make([]any, 0, 18+len(tr.Entries))
+	// The timeline cap (jobs.Transition.TimelineMax) is applied by the script, which alone
+	// knows the timeline's size: it gets the entries whole, then cut ("" when nothing is cut), and
+	// what it needs to write the notice when the transition takes the timeline past the cap.
+	capArg, noticeArg := any("0"), any("")
+	if tr.TimelineMax > 0 && len(tr.Entries) > 0 {
+		n := s.noticeOf(tr.TimelineMax)
+		capArg, noticeArg = n.max, n.tail
+	}
+	argv := make([]any, 0, 20+2*len(tr.Entries))
 	argv = append(argv, tr.ID, expect, write, blob, args, version, dl, idx, tr.CallID, mode, hval, httl,
-		max(tr.Retention.Milliseconds(), 1), cascadeAt, tr.ClearCascade, fseq, fdata, fmax)
+		max(tr.Retention.Milliseconds(), 1), cascadeAt, tr.ClearCascade, fseq, fdata, fmax, capArg, noticeArg)
+	first := len(argv)
 	for _, e := range tr.Entries {
 		b, err := json.Marshal(e)
 		if err != nil {
@@ -165,7 +177,21 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		}
 		argv = append(argv, b)
 	}
-	keys := []string{jobKey, k.deadlines(), handleKey, k.open(tr.SessionID), childrenKey, k.children(tr.CallID), k.timeline(tr.SessionID), parentKey, outboxKey}
+	for i := range tr.Entries {
+		cut := []byte(nil)
+		if tr.TimelineMax > 0 {
+			c, ok, err := jobs.CutEntry(argv[first+i].([]byte))
+			if err != nil {
+				return fmt.Errorf("redisstore: %w", err)
+			}
+			if ok {
+				cut = c
+			}
+		}
+		argv = append(argv, cut)
+	}
+	keys := []string{jobKey, k.deadlines(), handleKey, k.open(tr.SessionID), childrenKey, k.children(tr.CallID),
+		k.timeline(tr.SessionID), parentKey, outboxKey, k.tlsize(tr.SessionID)}
 	val, err := s.batch.run(ctx, applyScript, keys, argv)
 	if err != nil {
 		return fmt.Errorf("redisstore: apply: %w", err)
@@ -197,6 +223,27 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		return &jobs.HandleTakenError{Handle: tr.Handle.Handle, Record: rec}
 	}
 	return fmt.Errorf("redisstore: apply: unexpected reply %v", val)
+}
+
+// noticeOf returns the script arguments of a cap: the cap, and the JSON of
+// jobs.TimelineNotice(AT, maxBytes) after its `{"at_ms":AT`, from which the script writes the
+// notice with the time of the entry that passed the cap. Those of the last cap asked for are
+// kept, boxed (a node has one cap): a transition allocates nothing for them.
+func (s *Store) noticeOf(maxBytes int64) *notice {
+	if n := s.notice.Load(); n != nil && n.bytes == maxBytes {
+		return n
+	}
+	head := len(`{"at_ms":0`)
+	n := &notice{bytes: maxBytes, max: maxBytes, tail: jobs.AppendTimelineNotice(nil, 0, maxBytes)[head:]}
+	s.notice.Store(n)
+	return n
+}
+
+// notice holds the script arguments of a timeline cap.
+type notice struct {
+	bytes int64
+	max   any // bytes
+	tail  any // []byte
 }
 
 func parseHandle(v string) (jobs.HandleRecord, bool) {

@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("Parking", func(t *testing.T) { runParking(t, newStore) })
 	t.Run("Relay", func(t *testing.T) { runRelay(t, newStore) })
 	t.Run("Directory", func(t *testing.T) { runDirectory(t, newStore) })
+	t.Run("TimelineCap", func(t *testing.T) { runTimelineCap(t, newStore) })
 }
 
 // epoch is where every fake clock starts: a fixed instant, so deadlines are exact numbers.

@@ -9,6 +9,7 @@
 -- KEYS[7] timeline list   the session's entries (JSON)
 -- KEYS[8] parent job hash the job's parent call (the job's own key when it has no parent)
 -- KEYS[9] outbox stream   the slot's outbox the transition appends a frame to (the job's own key when none)
+-- KEYS[10] timeline size  string: the sum of the sizes of the entries offered to the timeline (expires with it)
 --
 -- ARGV[1]  transition id
 -- ARGV[2]  expected version, or "-1" to check nothing
@@ -28,7 +29,11 @@
 -- ARGV[16] the frame's seq ("": no frame)
 -- ARGV[17] the frame
 -- ARGV[18] how many frames the outbox keeps
--- ARGV[19…] timeline entries
+-- ARGV[19] the timeline's cap in bytes ("0": none)
+-- ARGV[20] the notice that the timeline passed its cap: its JSON after {"at_ms":N (the time of
+--          the entry that passed it is N)
+-- ARGV[21…] the N timeline entries whole (JSON, each starting {"at_ms":N), then the same N cut
+--          (JSON, "" when nothing is cut): ARGV[21 + N + i] is the cut of ARGV[21 + i]
 --
 -- Returns {"ok", children, parent state} or {"dup", children, parent state} (this transition
 -- was applied before): children are the call ids of a job that ended with a cascade marker
@@ -118,11 +123,46 @@ if ARGV[15] ~= '' then
   redis.call('ZREM', KEYS[2], '^' .. ARGV[15])
 end
 
-if #ARGV >= 19 then
+if #ARGV >= 21 then
+  -- The cap (jobs.Transition.TimelineMax): entries stay whole while the sum of the sizes
+  -- offered to the timeline, theirs included, is at most the cap; the entry that takes it past,
+  -- and every later one, is stored cut, the first of them after the notice. The size key
+  -- expires with the timeline: a size that is not there (0) is a new timeline.
+  local n = (#ARGV - 20) / 2
+  local total = 0
+  for i = 21, 20 + n do total = total + #ARGV[i] end
+  local used = redis.call('INCRBY', KEYS[10], total) - total
+  local fresh = used == 0
+  local cap = tonumber(ARGV[19])
+  local len
+  if cap <= 0 or used + total <= cap then
+    len = redis.call('RPUSH', KEYS[7], unpack(ARGV, 21, 20 + n))
+  else
+    local list = {}
+    for i = 21, 20 + n do
+      local was = used
+      used = used + #ARGV[i]
+      if used <= cap then
+        list[#list + 1] = ARGV[i]
+      else
+        if was <= cap then
+          local at = string.match(ARGV[i], '^{"at_ms":(%-?%d+)') or '0'
+          list[#list + 1] = '{"at_ms":' .. at .. ARGV[20]
+        end
+        if ARGV[i + n] ~= '' then
+          list[#list + 1] = ARGV[i + n]
+        else
+          list[#list + 1] = ARGV[i]
+        end
+      end
+    end
+    n = #list
+    len = redis.call('RPUSH', KEYS[7], unpack(list))
+  end
   -- The retention of a timeline runs from its creation and is renewed whenever a job ends.
-  local n = redis.call('RPUSH', KEYS[7], unpack(ARGV, 19))
-  if n <= #ARGV - 18 or idx == 'rem' then
+  if fresh or len <= n or idx == 'rem' then
     redis.call('PEXPIRE', KEYS[7], ARGV[13])
+    redis.call('PEXPIRE', KEYS[10], ARGV[13])
   end
 end
 
