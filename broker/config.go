@@ -201,5 +201,5 @@ func (c *Config) tenants() []string {
 
 // engineOptions are the job engine options the broker needs.
 func engineOptions(c *Config, onChange func(jobs.Change)) jobs.Options {
-	return jobs.Options{Tenants: c.tenants(), OnChange: onChange, Logger: c.Logger, PermissionTimeout: c.PermissionTimeout}
+	return jobs.Options{Tenants: c.tenants(), OnChange: onChange, Logger: c.Logger, PermissionTimeout: c.PermissionTimeout, TimelineMaxBytes: c.Limits.TimelineMaxBytes}
 }
