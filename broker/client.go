@@ -73,7 +73,8 @@ func (c *Client) Receive(data []byte) {
 	if _, turn := f.(*frames.CallerText); turn {
 		at = time.Now()
 	}
-	c.session.post(func() { c.session.handleFrame(c, f, at) })
+	pre := c.precompile(f) // a tools.declare compiles here, not on the session loop (precompile.go)
+	c.session.post(func() { pre.during(c.session, func() { c.session.handleFrame(c, f, at) }) })
 }
 
 // ReceiveAudio takes one binary message of the connection: caller audio (SPEC 17). It does not
@@ -192,7 +193,8 @@ func (n *Node) Hello(tr Transport, data []byte) *Client {
 		e *frames.Error
 	}
 	reply := make(chan result, 1)
-	if !s.post(func() { c, e := s.attach(h, tr, created); reply <- result{c, e} }) {
+	pre := s.precompileHello(h) // its tools compile here, not on the session loop (precompile.go)
+	if !s.post(func() { pre.during(s, func() { c, e := s.attach(h, tr, created); reply <- result{c, e} }) }) {
 		e := frames.Errorf(frames.CodeSessionEnded, "session %s has ended", s.id)
 		e.Ref = h.ID
 		n.refuse(tr, e)

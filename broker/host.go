@@ -10,13 +10,26 @@ import (
 )
 
 // declare applies a tools.declare (or the tools of a hello): the slot's tool set is replaced
-// as a whole, or nothing changes (SPEC 4). The declaration is checked, counted against the
-// session's tool limit and only then compiled (prepareTools).
+// as a whole, or nothing changes (SPEC 4). The declaration was prepared — checked, counted and
+// compiled — before its event reached the loop (precompile.go); the tool count is checked again
+// here, against what the session's other slots declare now.
 func (s *Session) declare(sl *Slot, ref string, decls []frames.ToolDecl) {
 	limit := s.node.cfg.Limits.MaxTools
-	p := prepareTools(decls, s.toolNamesExcept(sl.id), limit)
+	p := s.preparedFor(decls)
+	if p == nil {
+		// Every caller's frame comes prepared; this is only a safety net.
+		p = prepareTools(decls, s.toolNamesExcept(sl.id), limit)
+	}
 	if p.err != nil {
 		s.sendError(sl, ref, p.err)
+		return
+	}
+	distinct := s.toolNamesExcept(sl.id)
+	for n := range p.tools {
+		distinct[n] = true
+	}
+	if len(distinct) > limit {
+		s.sendError(sl, ref, tooManyTools(len(distinct), limit))
 		return
 	}
 	p.publish()
