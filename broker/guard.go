@@ -63,12 +63,46 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"this broker runs without API keys (dev mode) and answers only requests to localhost or a loopback address; start it with --api-keys to serve other host names")
 		return
 	}
-	if origin := r.Header.Get("Origin"); origin != "" && !g.originAllowed(origin, r.Host) {
+	origin := r.Header.Get("Origin")
+	if origin != "" && !g.originAllowed(origin, r.Host) {
 		WriteHTTPError(w, http.StatusForbidden, frames.CodeForbidden,
 			"origin "+quoteShort(origin)+" is not allowed: the broker accepts browser requests from its own origin and from those of --allowed-origins")
 		return
 	}
+	if origin != "" && allowCORS(w, r, origin) {
+		return // a preflight, answered
+	}
 	g.next.ServeHTTP(w, r)
+}
+
+// The CORS answer of an allowed origin: a page of another origin listed in --allowed-origins
+// may call the HTTP API, the WebRTC signaling and /mcp with fetch (an Authorization header, a
+// JSON or SDP body), and read the headers the broker answers with. No cookies are involved, so
+// no credentials are allowed.
+const (
+	corsMethods = "GET, POST, DELETE, OPTIONS"
+	corsHeaders = "Authorization, Content-Type, Accept, Last-Event-ID, Mcp-Session-Id, Mcp-Protocol-Version, " + SessionHeaderName
+	corsExpose  = "Location, Mcp-Session-Id, " + SessionHeaderName + ", pending_prompts"
+)
+
+// SessionHeaderName is the header an MCP initialize names its session in (SPEC 14).
+const SessionHeaderName = "Backchannel-Session"
+
+// allowCORS adds the CORS headers for an allowed origin and answers a preflight (OPTIONS with
+// Access-Control-Request-Method), reporting whether it did.
+func allowCORS(w http.ResponseWriter, r *http.Request, origin string) bool {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+	h.Set("Access-Control-Expose-Headers", corsExpose)
+	if r.Method != http.MethodOptions || r.Header.Get("Access-Control-Request-Method") == "" {
+		return false
+	}
+	h.Set("Access-Control-Allow-Methods", corsMethods)
+	h.Set("Access-Control-Allow-Headers", corsHeaders)
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+	return true
 }
 
 // originAllowed reports whether a request to host (its Host header) with the Origin header

@@ -40,7 +40,7 @@ import (
 )
 
 // SessionHeader names the Backchannel session of an MCP client (SPEC 14).
-const SessionHeader = "Backchannel-Session"
+const SessionHeader = broker.SessionHeaderName
 
 // mcpSessionHeader is the Streamable HTTP transport's session header.
 const mcpSessionHeader = "Mcp-Session-Id"

@@ -515,3 +515,50 @@ func TestTimelineFollowerLimitAcrossNodes(t *testing.T) {
 	st, _, body := HTTPDo(t, "GET", a.URL+"/v1/sessions/"+sid+"/timeline?follow=1", brokertest.KeyA, "", "")
 	checkHTTPError(t, "a third follower, on the holder, after two through node B", st, body, http.StatusTooManyRequests, "limit_exceeded")
 }
+
+// TestCORS: a page of an origin listed in --allowed-origins may call the HTTP API with fetch:
+// its preflight is answered 204 with the methods and headers the API takes (Authorization, the
+// MCP and session headers), and the answers carry Access-Control-Allow-Origin and expose
+// Location and the session headers; an origin not listed gets 403, preflight included.
+func TestCORS(t *testing.T) {
+	t.Parallel()
+	const app = "https://app.example.com"
+	b := brokertest.Start(t, brokertest.Options{Routes: withMCP, Config: broker.Config{AllowedOrigins: []string{app}}})
+	do := func(method, path, origin string, hdr map[string]string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, b.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Origin", origin)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp
+	}
+	pre := do(http.MethodOptions, "/v1/sessions", app, map[string]string{
+		"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,content-type"})
+	if pre.StatusCode != http.StatusNoContent || pre.Header.Get("Access-Control-Allow-Origin") != app ||
+		!strings.Contains(pre.Header.Get("Access-Control-Allow-Headers"), "Authorization") ||
+		!strings.Contains(pre.Header.Get("Access-Control-Allow-Methods"), "POST") {
+		t.Errorf("preflight from %s: %d %v, want 204 allowing POST with Authorization", app, pre.StatusCode, pre.Header)
+	}
+	post := do(http.MethodPost, "/v1/sessions", app, map[string]string{"Authorization": "Bearer " + brokertest.KeyA})
+	if post.StatusCode != http.StatusCreated || post.Header.Get("Access-Control-Allow-Origin") != app ||
+		!strings.Contains(post.Header.Get("Access-Control-Expose-Headers"), "Location") {
+		t.Errorf("POST /v1/sessions from %s: %d %v, want 201 with Access-Control-Allow-Origin", app, post.StatusCode, post.Header)
+	}
+	if mcpPre := do(http.MethodOptions, "/mcp", app, map[string]string{"Access-Control-Request-Method": "POST"}); mcpPre.StatusCode != http.StatusNoContent ||
+		!strings.Contains(mcpPre.Header.Get("Access-Control-Allow-Headers"), "Mcp-Session-Id") ||
+		!strings.Contains(mcpPre.Header.Get("Access-Control-Expose-Headers"), "Backchannel-Session") {
+		t.Errorf("MCP preflight from %s: %d %v", app, mcpPre.StatusCode, mcpPre.Header)
+	}
+	if evil := do(http.MethodOptions, "/v1/sessions", "https://evil.example", map[string]string{"Access-Control-Request-Method": "POST"}); evil.StatusCode != http.StatusForbidden || evil.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight from an origin not listed: %d %v, want 403 without CORS headers", evil.StatusCode, evil.Header)
+	}
+}

@@ -2,6 +2,7 @@ package wiretest
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,9 @@ func TestReadyzStoreDown(t *testing.T) {
 
 	srv.Kill()
 	st, body := ready()
-	checkHTTPError(t, "/readyz with Redis down", st, body, http.StatusServiceUnavailable, "internal")
+	if st != http.StatusServiceUnavailable || strings.TrimSpace(string(body)) != `{"ready":false,"reason":"store unreachable"}` {
+		t.Errorf("/readyz with Redis down: %d %s, want 503 {\"ready\":false,\"reason\":\"store unreachable\"} (SPEC 18: no internal error text)", st, body)
+	}
 	if st, _, body := HTTPDo(t, "GET", b.URL+"/healthz", "", "", ""); st != http.StatusOK {
 		t.Errorf("/healthz with Redis down: %d %s, want 200 (liveness does not depend on the store)", st, body)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 
@@ -137,13 +138,17 @@ func hostileProbe(rng *rand.Rand, conn, i int, tg stormTarget) probe {
 		// JSON texts: a lone surrogate and bytes that are not UTF-8 included.
 		handles := []string{q("no-such-handle"), `"\ud800lone"`, "\"bad\xffutf8\"", q(strings.Repeat("h", 128)), q(missingCallID)}
 		h := handles[rng.IntN(len(handles))]
+		unknown, cancelUnknown := "error:unknown_call", "cancel:unknown_call"
+		if !utf8.ValidString(h) { // a frame that is not valid UTF-8 is bad_frame (SPEC 2)
+			unknown, cancelUnknown = "error:bad_frame", "error:bad_frame"
+		}
 		switch rng.IntN(8) {
 		case 0:
-			return mk("error:unknown_call", id, "progress unknown handle", `{"type":"tool_progress","id":%s,"handle":%s,"note":"x"}`, q(id), h)
+			return mk(unknown, id, "progress unknown handle", `{"type":"tool_progress","id":%s,"handle":%s,"note":"x"}`, q(id), h)
 		case 1:
 			return mk("error:unknown_call", id, "result unknown call", `{"type":"tool_result","id":%s,"call_id":%s,"output":{"__proto__":{"x":1}}}`, q(id), q(missingCallID))
 		case 2:
-			return mk("cancel:unknown_call", id, "cancel unknown handle", `{"type":"job.cancel","id":%s,"handle":%s}`, q(id), h)
+			return mk(cancelUnknown, id, "cancel unknown handle", `{"type":"job.cancel","id":%s,"handle":%s}`, q(id), h)
 		case 3:
 			return mk("ack:unknown_call", id, "defer unknown call", `{"type":"tool_deferred","id":%s,"call_id":%s,"handle":"fresh-%d-%d"}`, q(id), q(missingCallID), conn, i)
 		case 4: // the job went to another slot: no other slot may act for it (SPEC 11)
@@ -153,7 +158,8 @@ func hostileProbe(rng *rand.Rand, conn, i int, tg stormTarget) probe {
 		case 6:
 			return mk("error:unknown_call", id, "partial unknown call", `{"type":"tool_partial_result","id":%s,"call_id":%s,"segment":{"reply":true}}`, q(id), q(missingCallID))
 		default:
-			return mk("error:unknown_call", id, "progress unknown call, deep junk", `{"type":"tool_progress","id":%s,"call_id":%s,"note":"x","junk":%s}`, q(id), q(missingCallID), nest(500, "1"))
+			// deeper than 64 levels (SPEC 2), though within what encoding/json reads
+			return mk("error:bad_frame", id, "progress unknown call, deep junk", `{"type":"tool_progress","id":%s,"call_id":%s,"note":"x","junk":%s}`, q(id), q(missingCallID), nest(500, "1"))
 		}
 	case k < 29: // nesting deeper than any decoder's limit (encoding/json stops at 10,000)
 		return mk("error:bad_frame", id, "deep nesting", `{"type":"tool_progress","id":%s,"handle":%s,"note":"x","junk":%s}`, q(id), q(tg.handle), nest(10001+rng.IntN(2000), ""))
@@ -257,7 +263,10 @@ func stormConn(t *testing.T, s *session, conn int, probes []probe) int {
 // It does not run in parallel with the other tests (which time clocks of 1 s), and runs its
 // stores one after the other.
 func TestHostileInput(t *testing.T) {
-	eachStoreInTurn(t, broker.Config{BackgroundAfter: 30 * time.Second}, func(t *testing.T, b *brokertest.Broker) {
+	// Every storm connection is a host slot of the one session: the quota of host slots is
+	// raised past their number (TestHostSlotQuota tests it).
+	cfg := broker.Config{BackgroundAfter: 30 * time.Second, Limits: broker.Limits{MaxHostSlots: 100}}
+	eachStoreInTurn(t, cfg, func(t *testing.T, b *brokertest.Broker) {
 		s := newSession(t, b, brokertest.KeyA)
 		h := s.host("host", decl("work", "deferred", true, "timeout", "30s"))
 		jobID := s.deferJob(h, "a1", "work", "storm-job", "Surviving the storm")

@@ -186,14 +186,15 @@ func demoHandler(out *demoPrinter) backchannel.Handler {
 
 // startDemoBroker runs a broker with the memory store and the scripted model on addr.
 func startDemoBroker(ctx context.Context, addr string, log *slog.Logger) (string, func(), error) {
-	node := broker.NewNode(broker.Config{APIKeys: map[string]string{demoKey: "demo"}, Logger: log,
+	// Its key is public (the demo prints it), like dev mode's: only loopback Host headers.
+	node := broker.NewNode(broker.Config{APIKeys: map[string]string{demoKey: "demo"}, Logger: log, LoopbackHostsOnly: true,
 		DefaultModel: "scripted", Models: map[string]model.Factory{"scripted": scripted.New}}, memstore.New(nil))
 	wsh := ws.NewHandler(node, ws.Options{Logger: log})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: node.Handler(wsh, routes), ReadHeaderTimeout: 10 * time.Second}
+	srv := broker.NewHTTPServer(node.Handler(wsh, routes), broker.HTTPLimits{})
 	runCtx, cancelRun := context.WithCancel(ctx)
 	ran, served := make(chan struct{}), make(chan struct{})
 	go func() { defer close(ran); _ = node.Run(runCtx) }()
