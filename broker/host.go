@@ -25,6 +25,17 @@ func (s *Session) declare(sl *Slot, ref string, decls []frames.ToolDecl) {
 		return
 	}
 	distinct := s.toolNamesExcept(sl.id)
+	if sl.byCaller {
+		// SPEC 11: a connection attached with the caller token may declare only names no other
+		// slot declares — it may not take a backend tool's calls over.
+		for _, n := range p.names {
+			if distinct[n] {
+				s.sendError(sl, ref, frames.Errorf(frames.CodeForbidden,
+					"tool %q is declared by another connection of this session: a connection attached with the caller token may declare only names no other declares", n))
+				return
+			}
+		}
+	}
 	for n := range p.tools {
 		distinct[n] = true
 	}

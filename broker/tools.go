@@ -183,11 +183,16 @@ func compileSchemaText(text string) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.UseLoader(selfContained{})
 	c.UseRegexpEngine(boundedRegexp)
-	if err := c.AddResource("parameters.json", doc); err != nil {
+	if err := c.AddResource(parametersURL, doc); err != nil {
 		return nil, err
 	}
-	return c.Compile("parameters.json")
+	return c.Compile(parametersURL)
 }
+
+// parametersURL names a declaration's schema while it compiles: an absolute URL of no real
+// place, so that no error text names a path of the broker's machine (a relative name resolves
+// against the working directory: file:///…/parameters.json).
+const parametersURL = "https://backchannel.invalid/parameters.json"
 
 // selfContained is the schema loader of tool parameters: it refuses every reference outside
 // the declaration (the draft meta-schemas are built in). A declaration must never make the

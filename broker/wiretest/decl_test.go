@@ -122,6 +122,10 @@ func TestToolDeclarations(t *testing.T) {
 					t.Errorf("bad_frame %q does not name %q", e.Str("message"), w)
 				}
 			}
+			// An error names nothing of the broker's machine (SPEC 18: no internal text).
+			if wd, _ := os.Getwd(); strings.Contains(e.Str("message"), filepath.Dir(filepath.Dir(wd))) {
+				t.Errorf("bad_frame %q names a path of the broker's machine", e.Str("message"))
+			}
 		}
 		// Nothing of them applied: the old set still serves, "fine" was never declared.
 		s.notAvailable("na-fine", "fine")

@@ -65,8 +65,21 @@ func TestCallerToken(t *testing.T) {
 		checkHTTPError(t, "the timeline with the caller token", st, body, http.StatusUnauthorized, "unauthorized")
 
 		caller := Dial(t, b.WSURL, "caller")
-		if w := caller.Hello(map[string]any{"id": "c", "role": "caller", "session_id": sid, "caller_token": ct}); w.Type != "welcome" || w.Has("join_token") {
+		// The caller may host tools, but not a name another connection declares (SPEC 11).
+		if w := caller.Hello(map[string]any{"id": "c", "role": "caller", "session_id": sid, "caller_token": ct,
+			"tools": []map[string]any{decl("transfer")}}); w.Type != "welcome" || w.Has("join_token") {
 			t.Fatalf("hello with the caller token: %s, want a welcome without join_token", w)
+		}
+		if e := caller.Expect(TypeWith("error", "ref", "c")); e.Str("code") != "forbidden" || !strings.Contains(e.Str("message"), "transfer") {
+			t.Errorf("the caller's hello declaring the backend's tool: %s, want forbidden naming it", e)
+		}
+		caller.Send(map[string]any{"type": "tools.declare", "id": "own", "tools": []map[string]any{decl("page_tool")}})
+		if d := caller.Expect(TypeWith("tools.declared", "ref", "own")); len(d.Arr("names")) != 1 {
+			t.Errorf("the caller's own tool: %s", d)
+		}
+		caller.Send(map[string]any{"type": "tools.declare", "id": "take", "tools": []map[string]any{decl("page_tool"), decl("transfer")}})
+		if e := caller.Expect(TypeWith("error", "ref", "take")); e.Str("code") != "forbidden" {
+			t.Errorf("the caller's declaration of the backend's tool: %s, want forbidden", e)
 		}
 		// The caller asks for the backend's tool; it may not act for the backend's job.
 		caller.Send(map[string]any{"type": "caller.text", "text": `call transfer {"amount":100}`})
