@@ -22,7 +22,9 @@ type Client struct {
 	role    frames.Role
 
 	limiter    *rate.Limiter
-	violations int // frames over a limit in a row (the reader goroutine's)
+	violations int       // frames over a limit with no quiet second between them (the reader goroutine's)
+	violated   time.Time // when the last of them came
+	backlog    backlog   // its messages waiting in the session's mailbox (backpressure.go)
 	closed     atomic.Bool
 
 	relay *edgeConn // set when another node holds the session: everything is forwarded there
@@ -61,11 +63,16 @@ func (c *Client) Receive(data []byte) {
 		c.violation(e)
 		return
 	}
-	c.violations = 0
+	if c.violations > 0 && time.Since(c.violated) > time.Second {
+		// A second within the limits ends a run of violations. (Not any frame within the
+		// limits: a reader held back by its session reads slowly enough for the rate limiter
+		// to let a frame through now and then, and a flood would never count as one.)
+		c.violations = 0
+	}
 	f, err := frames.DecodeClient(data)
 	if err != nil {
 		e := decodeError(err)
-		c.session.post(func() { c.session.clientError(c, e) })
+		c.postHeld(len(data), func() { c.session.clientError(c, e) })
 		return
 	}
 	c.session.node.metrics.frameReceived(f.FrameType())
@@ -74,7 +81,7 @@ func (c *Client) Receive(data []byte) {
 		at = time.Now()
 	}
 	pre := c.precompile(f) // a tools.declare compiles here, not on the session loop (precompile.go)
-	c.session.post(func() { pre.during(c.session, func() { c.session.handleFrame(c, f, at) }) })
+	c.postHeld(len(data), func() { pre.during(c.session, func() { c.session.handleFrame(c, f, at) }) })
 }
 
 // ReceiveAudio takes one binary message of the connection: caller audio (SPEC 17). It does not
@@ -89,7 +96,7 @@ func (c *Client) ReceiveAudio(data []byte) {
 	}
 	chunk := append([]byte(nil), data...)
 	at := time.Now()
-	c.session.post(func() {
+	c.postHeld(len(chunk), func() {
 		s := c.session
 		if s.ended || c.slot.client != c || s.voice == nil {
 			return
@@ -135,6 +142,7 @@ func (c *Client) Oversized(size int, ref string) {
 // 1008 (SPEC 2).
 func (c *Client) violation(e *frames.Error) {
 	c.violations++
+	c.violated = time.Now()
 	if c.violations > c.session.node.cfg.Limits.MaxViolations {
 		// Nothing more is read; the answers already on their way go out first, then this
 		// frame's error, then the close.
@@ -149,7 +157,7 @@ func (c *Client) violation(e *frames.Error) {
 		}
 		return
 	}
-	c.session.post(func() { c.session.clientError(c, e) })
+	c.postHeld(0, func() { c.session.clientError(c, e) }) // the frame itself is not kept
 }
 
 // Dropped reports that the transport is gone (read error, closed, missed pongs). It is not

@@ -77,7 +77,7 @@ type Limits struct {
 	OutboxFrames    int     // per slot; default 1000
 	OutboxBytes     int     // per slot; default 16 MiB
 	SendQueueBytes  int     // per connection, before it is closed as a slow consumer; default 32 MiB (twice the outbox, so a full replay fits)
-	MaxViolations   int     // limit violations in a row before the connection is closed with 1008; default 100
+	MaxViolations   int     // frames over a limit with no second free of them in between before the connection is closed with 1008; default 100
 	// MailboxFrames and MailboxBytes bound what one connection may have queued for its session:
 	// past them the connection is not read until the session catches up (SPEC 2; default 64
 	// frames, 4 MiB).

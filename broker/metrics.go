@@ -23,6 +23,8 @@ type metrics struct {
 	// narrationDelay is the time from the floor becoming free with an item queued (or the
 	// item being queued on a free floor) to the broker's request of its response (SPEC 8).
 	narrationDelay prometheus.Histogram
+	// heldBack counts the times a connection's reading waited for its session to catch up.
+	heldBack prometheus.Counter
 
 	// The counters of every known label value, looked up once at start: the per-frame and
 	// per-transition paths read these maps (never written afterwards) instead of hashing the
@@ -56,8 +58,10 @@ func newMetrics() *metrics {
 		narrationDelay: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "backchannel_narration_start_delay_seconds",
 			Help:    "From the floor becoming free with something queued to the request of its narration.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1}}),
+		heldBack: prometheus.NewCounter(prometheus.CounterOpts{Name: "backchannel_connections_held_back_total",
+			Help: "Times a connection was not read until its session caught up (SPEC 2: at most 64 messages or 4 MiB queued)."}),
 	}
-	m.registry.MustRegister(m.sessions, m.connections, m.framesIn, m.framesOut, m.errors, m.changes, m.narrationDelay,
+	m.registry.MustRegister(m.sessions, m.connections, m.framesIn, m.framesOut, m.errors, m.changes, m.narrationDelay, m.heldBack,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.frameCounters = make(map[string]prometheus.Counter)
 	for _, typ := range frames.Types() {
