@@ -1234,8 +1234,18 @@ func permissionReplyWhileClarificationWaits(t *testing.T, vs *voiceSession) {
 		return
 	}
 	time.Sleep(grace + settle)
-	if ts := vs.transcriptsFrom(again); len(ts) != 0 {
-		t.Errorf("SPEC 12: the agent spoke after the reply that approved the call: %q", ts[0].F.str("text"))
+	// Nothing is said after the approving reply. On a loaded machine the clarification may have
+	// been requested between the two turns (its grace ran out before the second one was
+	// handled): the scripted model's transcript of it then came, but the reply cut it before
+	// any speech of it was heard (a reply to a clarification not heard yet answers the ask,
+	// SPEC 12). So no other sentence, and no audible speech (200 ms, SPEC 8).
+	for _, e := range vs.transcriptsFrom(again) {
+		if !strings.HasPrefix(e.F.str("text"), "I need a clear yes or no.") {
+			t.Errorf("SPEC 12: the agent said %q after the reply that approved the call", e.F.str("text"))
+		}
+	}
+	if n := vs.caller.audioFrames(again, -1); n*20 >= 200 {
+		t.Errorf("SPEC 12: %d ms of agent audio after the reply that approved the call", n*20)
 	}
 	vs.permissionEntry("hold", "yes if it is under 50 dollars", ask)
 	vs.permissionEntry("approve", "yes", ask)
