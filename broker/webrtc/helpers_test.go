@@ -87,17 +87,7 @@ func checkHTTPError(t *testing.T, what string, status int, body []byte, wantStat
 // createSession is POST /v1/sessions with key.
 func createSession(t *testing.T, e *env, key string) (id, joinToken string) {
 	t.Helper()
-	status, _, body := wiretest.HTTPDo(t, http.MethodPost, e.url+"/v1/sessions", key, "", "")
-	if status != http.StatusCreated {
-		t.Fatalf("POST /v1/sessions: %d %s", status, body)
-	}
-	var m map[string]any
-	_ = json.Unmarshal(body, &m)
-	id, _ = m["session_id"].(string)
-	joinToken, _ = m["join_token"].(string)
-	if id == "" || joinToken == "" {
-		t.Fatalf("POST /v1/sessions: %s", body)
-	}
+	id, joinToken, _ = createSessionTokens(t, e, key)
 	return id, joinToken
 }
 
@@ -108,9 +98,11 @@ func createSessionTokens(t *testing.T, e *env, key string) (id, joinToken, calle
 	if status != http.StatusCreated {
 		t.Fatalf("POST /v1/sessions: %d %s", status, body)
 	}
-	var m map[string]string
+	var m map[string]any
 	_ = json.Unmarshal(body, &m)
-	id, joinToken, callerToken = m["session_id"], m["join_token"], m["caller_token"]
+	id, _ = m["session_id"].(string)
+	joinToken, _ = m["join_token"].(string)
+	callerToken, _ = m["caller_token"].(string)
 	if id == "" || joinToken == "" || callerToken == "" {
 		t.Fatalf("POST /v1/sessions: %s", body)
 	}
