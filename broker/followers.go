@@ -9,37 +9,40 @@ import "sync"
 // (parked, or its node gone) is followed from the store by whichever node got the request, and
 // each node then counts its own.
 
-// followKey names one session's followers on one node.
+// followerCounts counts the open ?follow=1 streams of this node by session; a session's entry
+// is removed when its last stream ends, so nothing is kept for sessions nobody follows.
+type followerCounts struct {
+	mu sync.Mutex
+	n  map[followKey]int
+}
+
+// followKey names one session's followers.
 type followKey struct {
-	node   *Node
 	tenant string
 	id     string
 }
 
-// followers counts the open ?follow=1 streams; a session's entry is removed when its last
-// stream ends, so nothing is kept for sessions nobody follows.
-var followers = struct {
-	mu sync.Mutex
-	n  map[followKey]int
-}{n: map[followKey]int{}}
-
 // addFollower takes one of the session's follower places on n, if one is free; release gives
 // it back (once).
 func (n *Node) addFollower(tenant, id string) (release func(), ok bool) {
-	k := followKey{node: n, tenant: tenant, id: id}
-	followers.mu.Lock()
-	defer followers.mu.Unlock()
-	if followers.n[k] >= n.cfg.Limits.MaxTimelineFollowers {
+	f := &n.followers
+	k := followKey{tenant: tenant, id: id}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n[k] >= n.cfg.Limits.MaxTimelineFollowers {
 		return nil, false
 	}
-	followers.n[k]++
+	if f.n == nil {
+		f.n = map[followKey]int{}
+	}
+	f.n[k]++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			followers.mu.Lock()
-			defer followers.mu.Unlock()
-			if followers.n[k]--; followers.n[k] <= 0 {
-				delete(followers.n, k)
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.n[k]--; f.n[k] <= 0 {
+				delete(f.n, k)
 			}
 		})
 	}, true

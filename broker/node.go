@@ -31,6 +31,7 @@ type Node struct {
 	sessions map[string]*Session // live sessions by id
 	// perTenant counts the live sessions of each tenant on this node (--max-sessions-per-tenant).
 	perTenant map[string]int
+	followers followerCounts // the ?follow=1 streams served, by session (followers.go)
 	ended     map[string]*endedSession
 	closing   bool
 	metrics   *metrics
