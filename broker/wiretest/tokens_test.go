@@ -90,6 +90,17 @@ func TestCallerToken(t *testing.T) {
 		}
 		host.Send(map[string]any{"type": "tool_result", "id": "real", "call_id": callID, "output": "done"})
 		host.Absent(200*time.Millisecond, TypeWith("error", "ref", "real"))
+		// The caller's job.cancel reaches the jobs the caller may cancel by voice — the voice
+		// model's calls, the backend's too — as the caller (SPEC 11).
+		caller.Send(map[string]any{"type": "caller.text", "text": `call transfer {"amount":5}`})
+		second := host.Expect(func(f Frame) bool { return f.Type == "tool_call" && f.Str("call_id") != callID }).Str("call_id")
+		caller.Send(map[string]any{"type": "job.cancel", "id": "stop", "call_id": second})
+		if r := caller.Expect(TypeWith("job.cancel_result", "ref", "stop")); r.Str("result") != "cancelled" {
+			t.Errorf("the caller's job.cancel of a voice call: %s, want cancelled", r)
+		}
+		if c := host.Expect(TypeWith("tool_cancel", "call_id", second)); c.Str("reason") != "caller_request" {
+			t.Errorf("the host's tool_cancel: %s, want reason caller_request", c)
+		}
 		caller.Send(map[string]any{"type": "session.end"})
 		caller.ExpectClosed(websocket.StatusNormalClosure)
 		host.ExpectClosed(websocket.StatusNormalClosure)
