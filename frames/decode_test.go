@@ -376,3 +376,17 @@ func TestValidateErrorsAreBadFrames(t *testing.T) {
 		t.Errorf("valid result: %v", err)
 	}
 }
+
+// A frame nested past MaxNesting whose type member is missing, or not a string, is bad_frame —
+// the check for the deeper frames the broker sends reads the type of any frame (found by
+// FuzzDecode: it panicked on a missing type).
+func TestDeepFrameWithoutAStringType(t *testing.T) {
+	deep := strings.Repeat("[", 70) + strings.Repeat("]", 70)
+	for _, in := range []string{`{"":` + deep + `}`, `{"type":5,"x":` + deep + `}`, `{"type":null,"x":` + deep + `}`, `{"type":{},"x":` + deep + `}`} {
+		if _, err := Decode([]byte(in)); err == nil {
+			t.Errorf("Decode(%.40s…) took it", in)
+		} else if e, ok := err.(*Error); !ok || e.Code != CodeBadFrame {
+			t.Errorf("Decode(%.40s…): %v, want bad_frame", in, err)
+		}
+	}
+}

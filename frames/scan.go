@@ -116,8 +116,12 @@ func elements(data []byte, out [][]byte) [][]byte {
 }
 
 // nameOf returns the member name a key (a raw JSON string, quotes included) stands for: the
-// key's own bytes when it has no escape and is valid UTF-8 (no copy), else its decoded text.
+// key's own bytes when it has no escape and is valid UTF-8 (no copy), else its decoded text;
+// nil for anything that is not a JSON string (a missing member, a number).
 func nameOf(key []byte) []byte {
+	if len(key) < 2 || key[0] != '"' || key[len(key)-1] != '"' {
+		return nil // not a string: a missing type member, or one of another JSON type
+	}
 	inner := key[1 : len(key)-1]
 	if simpleString(inner) {
 		return inner
