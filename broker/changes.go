@@ -93,8 +93,8 @@ func (s *Session) handleChange(c jobs.Change) {
 // the outbox of an absent host is replaced there, in place and under the same seq, by its
 // tool_cancel, so it is never delivered (SPEC 10).
 func (s *Session) toolCancel(j *jobs.Job) {
-	if j.Local || j.DispatchedMS == 0 {
-		return // nothing was sent to a host
+	if j.Local || j.DispatchedMS == 0 || s.cancelSent[j.CallID] {
+		return // nothing was sent to a host, or its tool_cancel was already
 	}
 	sl := s.slots[j.Slot]
 	if sl == nil {
@@ -106,7 +106,7 @@ func (s *Session) toolCancel(j *jobs.Job) {
 		if err == nil {
 			data = withSeq(data, f.FrameType(), co.seq)
 			if sl.out.replace(co.seq, data) {
-				s.journalFrame(sl, co.seq, data, true)
+				s.holdReplacement(sl, co.seq, data)
 				return
 			}
 		}

@@ -150,6 +150,7 @@ func (c *Client) violation(e *frames.Error) {
 		s := c.session
 		if !s.post(func() {
 			s.clientError(c, e)
+			s.flushHeld() // the answers, this error last, before the close
 			c.tr.Close(StatusPolicy, "limit exceeded repeatedly")
 			s.dropped(c)
 		}) {
@@ -393,7 +394,17 @@ func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, 
 		s.agent = sl
 		s.text = newTextAgent(s, sl)
 	}
-	c := s.connect(sl, tr, created, h.ID)
+	c, e := s.connect(sl, tr, created, h.ID)
+	if e != nil {
+		delete(s.slots, sl.id)
+		switch sl {
+		case s.caller:
+			s.caller = nil
+		case s.agent:
+			s.agent, s.text = nil, nil
+		}
+		return nil, e
+	}
 	if len(h.Tools) > 0 {
 		s.declare(sl, h.ID, h.Tools)
 	}
@@ -432,12 +443,17 @@ func (s *Session) callerUp(sl *Slot) {
 
 // connect gives slot sl the connection tr: a fresh resume token, and the welcome answering the
 // hello whose id is ref (SPEC 2: every answer carries ref).
-func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string) *Client {
+func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string) (*Client, *frames.Error) {
+	token, hash := newResumeToken(sl.id)
+	prev := sl.tokenHash
+	sl.tokenHash = hash
+	if err := s.saveJournal(); err != nil { // the token's hash, before the token goes out
+		sl.tokenHash = prev
+		return nil, storeUnavailable()
+	}
 	lim := &s.node.cfg.Limits
 	c := &Client{session: s, slot: sl, tr: tr, connID: "conn_" + randomID(16), role: sl.role,
 		limiter: rate.NewLimiter(rate.Limit(lim.FramesPerSecond), lim.FrameBurst)}
-	token, hash := newResumeToken(sl.id)
-	sl.tokenHash = hash
 	sl.client = c
 	sl.detached = time.Time{}
 	if sl.expiry != nil {
@@ -445,7 +461,6 @@ func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string) *Cli
 		sl.expiry = nil
 	}
 	s.stopIdle()
-	s.saveJournal() // the token's hash, before the token goes out
 	s.node.metrics.connections.Inc()
 	w := &frames.Welcome{Reply: frames.Reply{Ref: ref}, SessionID: s.id, ConnectionID: c.connID, ResumeToken: token,
 		ResumeWindowMS: s.node.cfg.ResumeWindow.Milliseconds(), HeartbeatMS: s.node.cfg.Heartbeat.Milliseconds(),
@@ -455,7 +470,15 @@ func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string) *Cli
 	}
 	data, _ := frames.Encode(w)
 	tr.Send(data)
-	return c
+	return c, nil
+}
+
+// storeUnavailable answers a hello or a frame whose change the store could not keep: nothing
+// was changed, and the client tries again (an internal error is one the SDKs retry).
+func storeUnavailable() *frames.Error {
+	e := frames.Errorf(frames.CodeInternal, "the session store is unreachable; nothing was changed, try again")
+	e.Retryable = true
+	return e
 }
 
 // resume takes over a slot with a resume token (SPEC 10): the token rotates, the old
@@ -482,17 +505,24 @@ func (s *Session) resume(h *frames.Hello, tr Transport) (*Client, *frames.Error)
 	if !ok {
 		return nil, frames.Errorf(frames.CodeResumeInvalid, "frames lost: last_seq %d is older than what the outbox still holds", h.LastSeq)
 	}
-	if old := sl.client; old != nil {
+	old := sl.client
+	c, e := s.connect(sl, tr, false, h.ID)
+	if e != nil {
+		return nil, e
+	}
+	if old != nil {
 		old.closed.Store(true)
 		old.tr.Close(StatusPolicy, "resumed")
 		s.node.metrics.connections.Dec()
-		sl.client = nil
 	}
-	c := s.connect(sl, tr, false, h.ID)
+	sl.sent = h.LastSeq
 	for _, f := range replay {
+		if from := s.heldFrom(sl); from != 0 && f.seq >= from {
+			break // the journal does not have it yet: it goes out once it does (held.go)
+		}
 		tr.Send(f.data)
+		sl.sent = f.seq
 	}
-	sl.sent = sl.out.last()
 	s.record(jobs.KindResume, map[string]any{"slot": sl.id, "role": string(sl.role), "connection_id": c.connID,
 		"last_seq": h.LastSeq, "replayed": len(replay)})
 	if sl.declared {

@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"hash/maphash"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/backchannel-io/backchannel/broker/textagent"
@@ -33,22 +30,22 @@ import (
 // session go: its connections are closed with 1012 and their clients resume on the new holder.
 //
 // A WebSocket text agent's state — conversations, calls, result queues, waits — is journaled
-// every agentJournalEvery when events ran (afterEvent, journalAgents), so a wait blocked on the
-// dead node is answered on the new one. What the journal does not keep: an MCP client's conversation (it is the
+// with the frames of each event that changed it (held.go), so a wait blocked on the dead node is
+// answered on the new one. What the journal does not keep: an MCP client's conversation (it is the
 // go-sdk session's: the client initializes again), and completions queued for narration but not
 // yet voiced (a voice job that ended after the node's last renewal is voiced by the new node,
 // as for a parked session).
 
-// journalTimeout bounds a write of a session's record or text-agent state, or a takeover (a
-// frame's write is bounded by the store's pipeline). A write that fails is logged and the
-// session goes on (only its durability against a crash is lost).
+// journalTimeout bounds a write to the journal, or a takeover.
 const journalTimeout = 5 * time.Second
 
-// saveJournal writes the session's record to the journal and takes (or keeps) its lease.
-func (s *Session) saveJournal() {
+// saveJournal writes the session's record to the journal and takes (or keeps) its lease. A
+// write that fails leaves the session unjournaled, to be written again before its next frames
+// (held.go); what the record makes known (a welcome's resume token) must wait for it.
+func (s *Session) saveJournal() error {
 	j := s.node.journal
 	if j == nil || s.ended {
-		return
+		return nil
 	}
 	st := s.snapshot(time.Now(), false)
 	data, err := json.Marshal(st)
@@ -64,23 +61,17 @@ func (s *Session) saveJournal() {
 		err = j.SaveSession(ctx, s.node.addr, s.tenant, s.id, data, slots, s.node.cfg.HoldTTL)
 	}
 	if err != nil {
-		s.node.log.Error("broker: journaling a session", "session", s.id, "err", err)
-		return
+		s.journaled.Store(false)
+		if errors.Is(err, jobs.ErrLeaseLost) {
+			s.node.log.Warn("broker: another node took over a session this node held", "session", s.id)
+			s.post(s.letGo)
+		} else {
+			s.node.log.Error("broker: journaling a session", "session", s.id, "err", err)
+		}
+		return err
 	}
 	s.journaled.Store(true)
-}
-
-// journalFrame keeps a frame of slot sl's outbox in the journal (in place of the frame under the
-// same seq with replace).
-func (s *Session) journalFrame(sl *Slot, seq int64, data []byte, replace bool) {
-	j := s.node.journal
-	if j == nil || !s.journaled.Load() {
-		return
-	}
-	// No timer per frame: the store bounds each pipeline it sends (redisstore: 10 s).
-	if err := j.AppendFrame(s.ctx(), s.tenant, s.id, sl.id, seq, data, replace, s.node.cfg.Limits.OutboxFrames); err != nil {
-		s.node.log.Error("broker: journaling a frame", "session", s.id, "slot", sl.id, "seq", seq, "err", err)
-	}
+	return nil
 }
 
 // dropJournal deletes the session's journal: it ended, or it was parked.
@@ -95,65 +86,6 @@ func (s *Session) dropJournal() {
 		s.node.log.Warn("broker: dropping a session's journal", "session", s.id, "err", err)
 	}
 }
-
-// afterEvent runs after each event of the session: one that may have changed the text agent's
-// state marks it for the next journaling of text agents (journalAgents).
-func (s *Session) afterEvent() {
-	if s.agentSaved {
-		s.agentSaved = false // the event was saveAgent: it changed nothing
-		return
-	}
-	if s.node.journal != nil && s.text != nil && s.text.port == nil {
-		s.agentDirty.Store(true)
-	}
-}
-
-// agentJournalEvery is how often a node journals the state of the text agents whose sessions
-// had events since: a crash loses at most that much of a text agent's state (frames are
-// journaled as they go out).
-const agentJournalEvery = time.Second
-
-// journalAgents journals, on each session's loop, the text-agent state of every session marked
-// by afterEvent.
-func (n *Node) journalAgents() {
-	n.mu.Lock()
-	var dirty []*Session
-	for _, s := range n.sessions {
-		if s.agentDirty.Swap(false) {
-			dirty = append(dirty, s)
-		}
-	}
-	n.mu.Unlock()
-	for _, s := range dirty {
-		s.post(s.saveAgent)
-	}
-}
-
-// saveAgent journals the text agent's state if it changed since it was last journaled.
-func (s *Session) saveAgent() {
-	s.agentSaved = true
-	if s.node.journal == nil || s.text == nil || s.text.port != nil || !s.journaled.Load() {
-		return
-	}
-	data, err := json.Marshal(s.text.a.Export())
-	if err != nil {
-		return
-	}
-	sum := maphash.Bytes(agentSeed, data)
-	if sum == s.agentSum {
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
-	defer cancel()
-	if err := s.node.journal.SaveAgentState(ctx, s.tenant, s.id, data); err != nil {
-		s.node.log.Error("broker: journaling the text agent's state", "session", s.id, "err", err)
-		return
-	}
-	s.agentSum = sum
-}
-
-// agentSeed seeds the hashes that tell whether a text agent's state changed.
-var agentSeed = maphash.MakeSeed()
 
 // renewLeases renews the node's leases on its journaled sessions, one call per tenant, and lets
 // go of the sessions whose lease another node took.
@@ -191,6 +123,7 @@ func (s *Session) letGo() {
 		return
 	}
 	s.journaled.Store(false)
+	s.held = nil // nobody saw them; the new holder makes them again from the jobs (reconcile.go)
 	s.detachAll(StatusServiceRestart, "session moved to another node")
 	n := s.node
 	n.mu.Lock()
@@ -293,6 +226,11 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 		if err := json.Unmarshal(js.AgentState, &ts); err != nil {
 			n.log.Error("broker: decoding a journaled text agent's state", "session", id, "err", err)
 		} else {
+			if open, err := n.engine.OpenJobs(ctx, js.Tenant, id); err == nil {
+				adoptAgentCalls(&ts, open)
+			} else {
+				n.log.Error("broker: listing the open jobs of a session taken over", "session", id, "err", err)
+			}
 			st.Text = &ts
 		}
 	}
@@ -393,31 +331,4 @@ func jobFrame(data []byte) journaledJobFrame {
 		}
 	}
 	return f
-}
-
-// crashedJobs lists, for catchUp, the jobs of a session taken over from a dead node whose end
-// the node did not handle, among those whose tool_call the journal kept: a job cancelled or
-// timed out whose tool_cancel the journal lacks (since frames are journaled before they go out,
-// its host never heard of it), a voice job whose completion was queued but is not shown
-// delivered, and any job that ended after the node's last renewal (the text agent's part).
-func (s *Session) crashedJobs(st *parkedState) map[string]jobs.State {
-	was := map[string]jobs.State{}
-	for _, id := range slices.Sorted(maps.Keys(st.CallSeq)) {
-		j, err := s.engine().Lookup(s.ctx(), s.addr(id))
-		if err != nil {
-			continue
-		}
-		switch {
-		case !j.State.Terminal() || j.FinishedMS >= st.Crashed,
-			(j.State == jobs.Cancelled || j.State == jobs.TimedOut) && !st.Cancelled[id],
-			j.ConversationID == "" && j.AgentCallID != "" && st.Voiced[id] > 0 && adoptedNotify(j):
-			was[id] = jobs.Pending
-			if j.DeferredMS > 0 {
-				was[id] = jobs.Deferred
-			}
-		default:
-			delete(s.callSeq, id) // it ended, and was handled, before the node died
-		}
-	}
-	return was
 }

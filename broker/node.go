@@ -110,9 +110,6 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.dir != nil {
 		go n.listen(ctx)
 		go n.holdEvery(ctx)
-		if n.journal != nil {
-			go every(ctx, agentJournalEvery, n.journalAgents)
-		}
 	}
 	if _, ok := n.store.(jobs.SessionParking); ok {
 		go every(ctx, parkedSweep, func() { n.sweepParked(); n.sweepOrphans() })

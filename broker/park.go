@@ -265,7 +265,7 @@ func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
 	s := &Session{node: n, id: p.SessionID, tenant: p.Tenant, created: time.UnixMilli(st.CreatedMS),
 		slots: make(map[string]*Slot), expired: make(map[string]bool), callSeq: make(map[string]callOut),
 		modelCfg: st.Model, orders: st.Orders}
-	s.mb.after = s.afterEvent
+	s.mb.after = s.flushHeld
 	copy(s.joinHash[:], st.JoinHash)
 	copy(s.callerHash[:], st.CallerHash)
 	for _, id := range st.Expired {
@@ -321,8 +321,10 @@ func (s *Session) takenBack(st *parkedState) {
 	was := st.Open
 	if st.Crashed != 0 {
 		was = s.crashedJobs(st)
+		s.cancelSent = st.Cancelled // their tool_cancel is in the journal: it is not sent again
 	}
 	s.catchUp(was, open, st.Voiced)
+	s.cancelSent = nil
 	if st.Crashed != 0 {
 		s.redispatch(open)
 	}

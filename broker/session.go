@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 )
@@ -27,9 +29,12 @@ type Session struct {
 	journaled   atomic.Bool // its record is in the journal, under this node's lease (journal.go)
 	counted     bool        // it counts toward its tenant\'s open sessions on this node (guarded by the node\'s mu)
 	agentSum    uint64      // the hash of the text agent's state last journaled
-	// agentDirty: an event ran since the text agent's state was last journaled.
-	agentDirty atomic.Bool
-	agentSaved bool // the event running is saveAgent (afterEvent does not mark it dirty)
+	// held are the frames of the session's outboxes no connection has seen yet: they wait for
+	// the journal (held.go). unheld: the session ends, frames go out at once.
+	held      []heldFrame
+	unheld    bool
+	heldRetry backoff.BackOff // the retries of a failed journal write
+	heldTimer *time.Timer
 
 	// Owned by the session's events.
 	slots   map[string]*Slot
@@ -41,6 +46,9 @@ type Session struct {
 	idle    *time.Timer     // ends the session when nothing was attached for the resume window
 	expired map[string]bool // ids of slots whose resume window ran out
 	callSeq map[string]callOut
+	// cancelSent: while a session taken over from a dead node catches up, the jobs whose
+	// tool_cancel the journal has (reconcile.go).
+	cancelSent map[string]bool
 	text    *textAgent // the text agent's side, once one attached
 	// openJobs counts the session's open jobs made on this node (SPEC 2: 256 at most).
 	openJobs int
@@ -81,7 +89,7 @@ func newSession(n *Node, tenant string) *Session {
 	}
 	s.joinHash = hashToken(s.joinToken)
 	s.callerHash = hashToken(s.callerToken)
-	s.mb.after = s.afterEvent
+	s.mb.after = s.flushHeld
 	return s
 }
 
@@ -191,16 +199,18 @@ func (s *Session) send(sl *Slot, f frames.Frame) int64 {
 	return s.put(sl, f, func(seq int64) []byte { return withSeq(data, typ, seq) }, true)
 }
 
-// put puts a frame, rendered with its seq, in a slot's outbox, journals it (unless its
-// transition did: journal.go), and hands it to the slot's connection, if one is attached.
+// put puts a frame, rendered with its seq, in a slot's outbox and hands it to the slot's
+// connection, if one is attached — on a journaling store once the journal has it (held.go;
+// journal false: its transition journaled it).
 func (s *Session) put(sl *Slot, f frames.Frame, render func(seq int64) []byte, journal bool) int64 {
 	of := sl.out.push(render)
 	s.node.metrics.framesOut.Inc()
 	if e, ok := f.(*frames.Error); ok {
 		s.node.metrics.errors.WithLabelValues(string(e.Code)).Inc()
 	}
-	if journal {
-		s.journalFrame(sl, of.seq, of.data, false) // before any connection sees it
+	if s.holding() {
+		s.hold(sl, of.seq, of.data, !journal) // no connection sees it before the journal has it
+		return of.seq
 	}
 	if sl.client != nil {
 		sl.client.tr.Send(of.data)
@@ -237,6 +247,8 @@ func (s *Session) end(reason frames.EndReason) {
 	if s.voice != nil {
 		s.voice.ending()
 	}
+	s.flushHeld()
+	s.releaseHeld() // what is still held goes out before session.ended
 	s.ended = true
 	if s.text != nil {
 		s.text.ending()

@@ -15,14 +15,16 @@ import (
 type SessionJournal interface {
 	// SaveSession writes the session's record and the ids of its slots, and gives node the
 	// session's lease for ttl (the caller holds the session: it created it, or took it over
-	// or back).
+	// or back). It returns ErrLeaseLost, writing nothing, when the journal names another node
+	// as the session's holder (this node hung and the session was taken over).
 	SaveSession(ctx context.Context, node, tenant, id string, record []byte, slots []string, ttl time.Duration) error
-	// AppendFrame keeps data as the frame under seq of the slot's outbox, which keeps its
-	// newest max frames. With replace it takes the place of the frame already under seq.
-	AppendFrame(ctx context.Context, tenant, id, slot string, seq int64, data []byte, replace bool, max int) error
-	// SaveAgentState keeps the state of the session's text agent (the broker's encoding: its
-	// conversations, result queues and waits), if the session is journaled.
-	SaveAgentState(ctx context.Context, tenant, id string, state []byte) error
+	// AppendFrames keeps, in one atomic write, w's frames in their slots' outboxes (each
+	// keeps its newest w.Max frames; a replacement takes the place of the frame already under
+	// its seq) and, when w.AgentState is set, the state of the session's text agent (the
+	// broker's encoding: its conversations, result queues and waits). It returns ErrLeaseLost,
+	// writing nothing, when node no longer holds the session's lease (another node took it
+	// over, or the journal was dropped).
+	AppendFrames(ctx context.Context, node, tenant, id string, w JournalWrite) error
 	// RenewLeases renews, for ttl, node's leases on the tenant's sessions ids and returns the
 	// ids whose lease another node holds now, or nobody (they are no longer node's).
 	RenewLeases(ctx context.Context, node, tenant string, ids []string, ttl time.Duration) (lost []string, err error)
@@ -43,7 +45,7 @@ type JournaledSession struct {
 	Tenant    string
 	SessionID string
 	Record    []byte
-	// AgentState is the last state SaveAgentState kept (nil when none).
+	// AgentState is the last text-agent state AppendFrames kept (nil when none).
 	AgentState []byte
 	// Outboxes are each slot's kept frames, oldest first.
 	Outboxes map[string][]JournaledFrame
@@ -59,3 +61,26 @@ type JournaledFrame struct {
 
 // ErrLeaseHeld is returned by TakeOver while another node's lease on the session runs.
 var ErrLeaseHeld = errors.New("jobs: the session's lease is held by another node")
+
+// JournalWrite is what one AppendFrames keeps: the frames an event of the session put in its
+// outboxes, and the text agent's state after it.
+type JournalWrite struct {
+	Frames []JournalFrameWrite
+	// AgentState is the text agent's state, nil when it did not change.
+	AgentState []byte
+	// Max is how many frames each outbox keeps at least.
+	Max int
+}
+
+// JournalFrameWrite is one frame of a JournalWrite.
+type JournalFrameWrite struct {
+	Slot string
+	Seq  int64
+	Data []byte
+	// Replace: the frame takes the place of the one already under Seq.
+	Replace bool
+}
+
+// ErrLeaseLost is returned by the journal's writes when the session's lease is no longer the
+// writing node's.
+var ErrLeaseLost = errors.New("jobs: the session's lease is another node's")

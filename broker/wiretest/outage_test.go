@@ -14,8 +14,9 @@ import (
 // TestRedisOutage stops the broker's Redis in the middle of a job (SPEC 2.1, 15). A short outage
 // is bridged by the engine's retry: the defer sent while Redis was down is applied once it is
 // back and acknowledged as accepted. A longer one answers the frame with error internal,
-// retryable, naming the job — while the connection, the session and the job survive — and the
-// same frame sent again after Redis is back is applied: the agent gets the result.
+// retryable, naming the job, once the answer can be journaled — while the connection, the
+// session and the job survive — and the same frame sent again after Redis is back is applied:
+// the agent gets the result.
 func TestRedisOutage(t *testing.T) {
 	t.Parallel()
 	// Its own server, which the test stops; with the AOF (fsync always), a killed server loses
@@ -40,14 +41,18 @@ func TestRedisOutage(t *testing.T) {
 	wantAck(t, ack, true, "")
 	s.agent.Expect(TypeWith("agent.tool_result", "call_id", "c1", "kind", "background_placeholder"))
 
-	// Down for longer: the result is refused with a retryable internal error about the job.
+	// Down for longer: the result is refused with a retryable internal error about the job. The
+	// refusal is a frame of the host's outbox like any other: no connection sees it before the
+	// journal has it (SPEC 15), so it arrives once Redis is back — never a seq a node that takes
+	// the session over would lack.
 	srv.Kill()
 	h.Send(map[string]any{"type": "tool_result", "id": "res-1", "handle": "h-export", "output": "done"})
+	h.Absent(8*time.Second, TypeWith("error", "ref", "res-1")) // past the engine's retries (3 s each)
+	srv.Restart()
 	e := h.ExpectWithin(10*time.Second, TypeWith("error", "ref", "res-1"))
 	if e.Str("code") != "internal" || !e.Bool("retryable") || e.Str("handle") != "h-export" {
 		t.Errorf("a result while Redis stayed down: %s, want error internal, retryable, with the handle", e)
 	}
-	srv.Restart()
 	h.Send(map[string]any{"type": "tool_result", "id": "res-2", "handle": "h-export", "output": "done"})
 	h.Absent(300*time.Millisecond, TypeWith("error", "ref", "res-2"))
 	if r := s.waitResult("c1"); r.Str("kind") != "result" || !strings.HasSuffix(r.Str("content"), "\ndone") {

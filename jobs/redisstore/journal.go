@@ -19,50 +19,50 @@ var _ jobs.SessionJournal = (*Store)(nil)
 // died for good is found by the next node's sweep long before.
 const journalTTL = 7 * 24 * time.Hour
 
-// ttlEvery: an outbox's TTL is set with its first frame and renewed every ttlEvery frames.
-const ttlEvery = 256
-
-// SaveSession implements jobs.SessionJournal (lua/journal_save.lua), then records the session's
-// tenant for tenant-less lookups.
+// SaveSession implements jobs.SessionJournal: the session's tenant is recorded for
+// tenant-less lookups first (a takeover by resume token finds it even if this node dies right
+// after the record is written), then lua/journal_save.lua writes the record.
 func (s *Store) SaveSession(ctx context.Context, node, tenant, id string, record []byte, slots []string, ttl time.Duration) error {
-	k := s.keysOf(tenant)
-	args := []any{id, node, record, strings.Join(slots, ","), ttl.Milliseconds(), journalTTL.Milliseconds()}
-	if _, err := s.batch.run(ctx, journalSave, []string{k.live(id), k.leases()}, args); err != nil {
-		return fmt.Errorf("redisstore: save session: %w", err)
-	}
 	if err := s.rdb.Set(ctx, s.liveIndex(id), tenant, journalTTL).Err(); err != nil {
 		return fmt.Errorf("redisstore: save session index: %w", err)
 	}
-	return nil
-}
-
-// AppendFrame implements jobs.SessionJournal: XADD under the id SEQ-0 (or, replacing, HSET in
-// the slot's hash of replacements), plain commands pipelined with the other callers' requests.
-func (s *Store) AppendFrame(ctx context.Context, tenant, id, slot string, seq int64, data []byte, replace bool, max int) error {
 	k := s.keysOf(tenant)
-	var cmds []redis.Cmder
-	if replace {
-		key := k.replaced(id, slot)
-		cmds = []redis.Cmder{redis.NewIntCmd(ctx, "HSET", key, seq, data), redis.NewBoolCmd(ctx, "PEXPIRE", key, journalTTL.Milliseconds())}
-	} else {
-		key := k.outbox(id, slot)
-		cmds = []redis.Cmder{redis.NewStringCmd(ctx, "XADD", key, "MAXLEN", "~", max, strconv.FormatInt(seq, 10)+"-0", "d", data)}
-		if seq%ttlEvery == 1 { // the first frame, then now and then: the TTL is a backstop
-			cmds = append(cmds, redis.NewBoolCmd(ctx, "PEXPIRE", key, journalTTL.Milliseconds()))
-		}
+	args := []any{id, node, record, strings.Join(slots, ","), ttl.Milliseconds(), journalTTL.Milliseconds()}
+	v, err := s.batch.run(ctx, journalSave, []string{k.live(id), k.leases()}, args)
+	if err != nil {
+		return fmt.Errorf("redisstore: save session: %w", err)
 	}
-	if err := s.batch.do(ctx, cmds...); err != nil {
-		return fmt.Errorf("redisstore: journal a frame: %w", err)
+	if v == "lost" {
+		return jobs.ErrLeaseLost
 	}
 	return nil
 }
 
-// SaveAgentState implements jobs.SessionJournal: HSET of the session's record field a, with
-// the record's TTL (a write that comes after the session's drop leaves a key that expires).
-func (s *Store) SaveAgentState(ctx context.Context, tenant, id string, state []byte) error {
-	key := s.keysOf(tenant).live(id)
-	if err := s.batch.do(ctx, redis.NewIntCmd(ctx, "HSET", key, "a", state), redis.NewBoolCmd(ctx, "PEXPIRE", key, journalTTL.Milliseconds())); err != nil {
-		return fmt.Errorf("redisstore: journal a text agent's state: %w", err)
+// AppendFrames implements jobs.SessionJournal (lua/journal_frames.lua: XADD under the id
+// SEQ-0, or HSET in the slot's hash of replacements, and HSET of the record's field a for the
+// agent state, in one script behind the lease check).
+func (s *Store) AppendFrames(ctx context.Context, node, tenant, id string, w jobs.JournalWrite) error {
+	k := s.keysOf(tenant)
+	ks := make([]string, 0, len(w.Frames)+1)
+	ks = append(ks, k.live(id))
+	args := make([]any, 0, 4+3*len(w.Frames))
+	args = append(args, node, w.Max, journalTTL.Milliseconds(), w.AgentState)
+	for _, f := range w.Frames {
+		rep := ""
+		if f.Replace {
+			ks = append(ks, k.replaced(id, f.Slot))
+			rep = "r"
+		} else {
+			ks = append(ks, k.outbox(id, f.Slot))
+		}
+		args = append(args, f.Seq, f.Data, rep)
+	}
+	v, err := s.batch.run(ctx, journalFrames, ks, args)
+	if err != nil {
+		return fmt.Errorf("redisstore: journal frames: %w", err)
+	}
+	if v == "lost" {
+		return jobs.ErrLeaseLost
 	}
 	return nil
 }

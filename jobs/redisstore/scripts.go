@@ -16,6 +16,8 @@ var (
 	takeParkedSrc string
 	//go:embed lua/journal_save.lua
 	journalSaveSrc string
+	//go:embed lua/journal_frames.lua
+	journalFramesSrc string
 	//go:embed lua/journal_renew.lua
 	journalRenewSrc string
 	//go:embed lua/journal_take.lua
@@ -25,6 +27,7 @@ var (
 	claimScript      = redis.NewScript(claimSrc)
 	takeParkedScript = redis.NewScript(takeParkedSrc)
 	journalSave      = redis.NewScript(journalSaveSrc)
+	journalFrames    = redis.NewScript(journalFramesSrc)
 	journalRenew     = redis.NewScript(journalRenewSrc)
 	journalTake      = redis.NewScript(journalTakeSrc)
 )

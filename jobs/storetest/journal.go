@@ -31,28 +31,43 @@ func RunJournal(t *testing.T, newStore Factory) {
 		t.Fatal(err)
 	}
 	frame := func(slot string, seq int64) []byte { return fmt.Appendf(nil, `{"slot":%q,"seq":%d}`, slot, seq) }
+	put := func(node, slot string, seq int64, data []byte, replace bool, max int) error {
+		return j.AppendFrames(ctx, node, tenantA, id, jobs.JournalWrite{Max: max,
+			Frames: []jobs.JournalFrameWrite{{Slot: slot, Seq: seq, Data: data, Replace: replace}}})
+	}
 	for seq := int64(1); seq <= 5; seq++ {
-		if err := j.AppendFrame(ctx, tenantA, id, "sl1", seq, frame("sl1", seq), false, 100); err != nil {
+		if err := put("node-1", "sl1", seq, frame("sl1", seq), false, 100); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := j.AppendFrame(ctx, tenantA, id, "sl2", 1, frame("sl2", 1), false, 100); err != nil {
+	if err := put("node-1", "sl2", 1, frame("sl2", 1), false, 100); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.AppendFrame(ctx, tenantA, id, "sl1", 2, []byte(`{"replaced":2}`), true, 100); err != nil {
+	if err := put("node-1", "sl1", 2, []byte(`{"replaced":2}`), true, 100); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.AppendFrame(ctx, tenantA, id, "sl1", 5, []byte(`{"again":5}`), false, 100); err == nil {
-		t.Error("AppendFrame under a seq the outbox already has (not a replacement): no error")
+	if err := put("node-1", "sl1", 5, []byte(`{"again":5}`), false, 100); err == nil {
+		t.Error("AppendFrames under a seq the outbox already has (not a replacement): no error")
 	}
-	if err := j.SaveAgentState(ctx, tenantA, id, []byte(`{"agent":1}`)); err != nil {
+	// A node that does not hold the session writes nothing: neither frames nor agent state.
+	err := j.AppendFrames(ctx, "node-2", tenantA, id, jobs.JournalWrite{Max: 100, AgentState: []byte(`{"agent":"node-2"}`),
+		Frames: []jobs.JournalFrameWrite{{Slot: "sl1", Seq: 6, Data: frame("sl1", 6)}}})
+	if !errors.Is(err, jobs.ErrLeaseLost) {
+		t.Errorf("AppendFrames by a node that does not hold the lease: %v, want ErrLeaseLost", err)
+	}
+	if err := j.SaveSession(ctx, "node-2", tenantA, id, []byte(`{"v":"node-2"}`), []string{"sl1"}, time.Hour); !errors.Is(err, jobs.ErrLeaseLost) {
+		t.Errorf("SaveSession by a node while the journal names another: %v, want ErrLeaseLost", err)
+	}
+	// Frames and agent state in one write.
+	if err := j.AppendFrames(ctx, "node-1", tenantA, id, jobs.JournalWrite{Max: 100, AgentState: []byte(`{"agent":1}`),
+		Frames: []jobs.JournalFrameWrite{{Slot: "sl2", Seq: 2, Data: frame("sl2", 2)}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.SaveAgentState(ctx, tenantA, id, []byte(`{"agent":2}`)); err != nil {
+	if err := j.AppendFrames(ctx, "node-1", tenantA, id, jobs.JournalWrite{Max: 100, AgentState: []byte(`{"agent":2}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.SaveAgentState(ctx, tenantA, "sess_not_journaled", []byte(`{"agent":3}`)); err != nil {
-		t.Fatal(err)
+	if err := j.AppendFrames(ctx, "node-1", tenantA, "sess_not_journaled", jobs.JournalWrite{Max: 100, AgentState: []byte(`{"agent":3}`)}); !errors.Is(err, jobs.ErrLeaseLost) {
+		t.Errorf("AppendFrames for a session not journaled: %v, want ErrLeaseLost", err)
 	}
 	// A second save (a new slot, a rotated token) replaces the record.
 	if err := j.SaveSession(ctx, "node-1", tenantA, id, []byte(`{"v":2}`), []string{"sl1", "sl2"}, time.Hour); err != nil {
@@ -121,7 +136,7 @@ func RunJournal(t *testing.T, newStore Factory) {
 	}
 	want := map[string][]string{
 		"sl1": {`{"slot":"sl1","seq":1}`, `{"replaced":2}`, `{"slot":"sl1","seq":3}`, `{"slot":"sl1","seq":4}`, `{"slot":"sl1","seq":5}`},
-		"sl2": {`{"slot":"sl2","seq":1}`},
+		"sl2": {`{"slot":"sl2","seq":1}`, `{"slot":"sl2","seq":2}`},
 	}
 	for slot, frames := range want {
 		out := js.Outboxes[slot]
@@ -145,7 +160,7 @@ func RunJournal(t *testing.T, newStore Factory) {
 
 	// An outbox keeps at least its newest max frames, consecutive.
 	for seq := int64(1); seq <= 300; seq++ {
-		if err := j.AppendFrame(ctx, tenantA, id, "sl3", seq, frame("sl3", seq), false, 10); err != nil {
+		if err := put(winners[0], "sl3", seq, frame("sl3", seq), false, 10); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,7 +190,7 @@ func RunJournal(t *testing.T, newStore Factory) {
 		t.Errorf("TakeOver of a dropped session: %v, want ErrNotFound", err)
 	}
 	if _, err := j.TakeOver(ctx, "node-4", tenantA, "sess_not_journaled", time.Hour); !errors.Is(err, jobs.ErrNotFound) {
-		t.Errorf("TakeOver of a session whose only write was an agent state: %v, want ErrNotFound", err)
+		t.Errorf("TakeOver of a session never saved: %v, want ErrNotFound", err)
 	}
 	if ids, err := j.Orphaned(ctx, tenantA, time.Now().Add(2*time.Hour)); err != nil || len(ids) != 0 {
 		t.Errorf("Orphaned after the drop: %v, %v; want none", ids, err)

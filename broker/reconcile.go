@@ -1,0 +1,93 @@
+package broker
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/backchannel-io/backchannel/broker/textagent"
+	"github.com/backchannel-io/backchannel/jobs"
+)
+
+// Reconciling a session taken over from a node that died (SPEC 15). Since no connection sees a
+// frame before the journal has it, and the text agent's state is journaled with the frames of
+// each event (held.go), the journal tells exactly what the dead node's clients heard: the
+// tool_cancels its hosts got, and what its text agent knows of each call. What a job's end still
+// owes them is worked out from that and the job's state in the store — never from the time of
+// the node's death: a host whose tool_cancel the journal has gets none again, and the text agent
+// is told only of the ends its state has not seen (textagent.Agent.Finished ignores the rest).
+
+// crashedJobs lists, for catchUp, the jobs of a session taken over from a dead node whose end
+// its clients were not told of, with the state they were last known in: a job cancelled or
+// timed out whose tool_cancel the journal lacks, a job the text agent's journaled state has
+// running, and a voice job whose completion was not delivered. Every other ended job is
+// forgotten.
+func (s *Session) crashedJobs(st *parkedState) map[string]jobs.State {
+	running := map[string]bool{} // the text agent's running calls, by broker call id
+	if st.Text != nil {
+		for _, cs := range st.Text.Conversations {
+			for _, k := range cs.Calls {
+				if k.BrokerID != "" && !k.Finished {
+					running[k.BrokerID] = true
+				}
+			}
+		}
+	}
+	ids := slices.Sorted(maps.Keys(st.CallSeq))
+	for id := range running {
+		if _, ok := st.CallSeq[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	was := map[string]jobs.State{}
+	for _, id := range ids {
+		j, err := s.engine().Lookup(s.ctx(), s.addr(id))
+		if err != nil || !j.State.Terminal() {
+			continue
+		}
+		cancelled := j.State == jobs.Cancelled || j.State == jobs.TimedOut
+		voice := j.ConversationID == "" && j.AgentCallID != "" && adoptedNotify(j)
+		v, shown := st.Voiced[id]
+		switch {
+		case cancelled && j.DispatchedMS > 0 && !st.Cancelled[id],
+			running[id],
+			voice && shown && v > 0,
+			voice && !shown && j.FinishedMS >= st.Crashed: // it ended too late for the dead node to queue it
+			was[id] = jobs.Pending
+			if j.DeferredMS > 0 {
+				was[id] = jobs.Deferred
+			}
+		default:
+			delete(s.callSeq, id) // it ended, and its clients were told, before the node died
+		}
+	}
+	return was
+}
+
+// adoptAgentCalls adds to a journaled text agent's state the open jobs of its conversations
+// that the state does not know: the node died in the event that started them, after the job
+// was made and before the event's frames and state were journaled. The agent heard nothing of
+// them; the calls go on, to the background once BackgroundAfter has passed, as the agent's own.
+func adoptAgentCalls(ts *textagent.State, open []*jobs.Job) {
+	known := map[string]bool{}
+	convs := map[string]int{}
+	for i, cs := range ts.Conversations {
+		convs[cs.ID] = i
+		for _, k := range cs.Calls {
+			if k.BrokerID != "" {
+				known[k.BrokerID] = true
+			}
+		}
+	}
+	for _, j := range open {
+		i, ok := convs[j.ConversationID]
+		if !ok || j.AgentCallID == "" || known[j.CallID] {
+			continue
+		}
+		cs := &ts.Conversations[i]
+		if slices.ContainsFunc(cs.Calls, func(k textagent.CallState) bool { return k.ID == j.AgentCallID }) {
+			continue // the agent's id is another call's
+		}
+		cs.Calls = append(cs.Calls, textagent.CallState{ID: j.AgentCallID, Name: j.Tool.Name, Local: j.Local,
+			BrokerID: j.CallID, StartedMS: j.CreatedMS, State: j.State})
+	}
+}

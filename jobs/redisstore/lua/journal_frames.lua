@@ -1,0 +1,25 @@
+-- journal_frames.lua: keeps the frames of one event of a session, and its text agent's state,
+-- in one atomic write (SessionJournal.AppendFrames), if the node still holds the session.
+-- KEYS[1] PREFIX{t:T}:live:SESSION_ID  hash: n (lease holder), a (agent state)
+-- KEYS[2..] one per frame: the slot's outbox stream PREFIX{t:T}:out:SESSION_ID:SLOT, or, for a
+--   replacement, the slot's hash of replacements PREFIX{t:T}:rep:SESSION_ID:SLOT
+-- ARGV[1] the node   ARGV[2] frames kept per outbox   ARGV[3] the keys' ttl (ms)
+-- ARGV[4] the agent state, "" when unchanged
+-- ARGV[5..] per frame, in the order of KEYS[2..]: seq, data, "r" for a replacement or ""
+-- Reply: 1; "lost" (nothing written) when the record's holder is not the node.
+if redis.call('HGET', KEYS[1], 'n') ~= ARGV[1] then
+  return 'lost'
+end
+for i = 2, #KEYS do
+  local b = 5 + (i - 2) * 3
+  if ARGV[b + 2] == 'r' then
+    redis.call('HSET', KEYS[i], ARGV[b], ARGV[b + 1])
+  else
+    redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[2], ARGV[b] .. '-0', 'd', ARGV[b + 1])
+  end
+  redis.call('PEXPIRE', KEYS[i], ARGV[3])
+end
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[1], 'a', ARGV[4])
+end
+return 1
