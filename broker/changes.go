@@ -19,6 +19,15 @@ func (s *Session) handleChange(c jobs.Change) {
 	}
 	j := c.Job
 	ends := c.Event.Terminal() && !c.From.Terminal()
+	if ends {
+		if s.finished[j.CallID] {
+			return // handled already: reconcile found it before its change arrived
+		}
+		if s.finished == nil {
+			s.finished = make(map[string]bool)
+		}
+		s.finished[j.CallID] = true
+	}
 	if ends && (j.State == jobs.Cancelled || j.State == jobs.TimedOut) && jobs.IsOpen(c.From) {
 		// The transition's own frame first: the host hears of the cancel or timeout before any
 		// narration it causes (the completion's tool_job_narration queued).

@@ -2,9 +2,12 @@ package broker
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // edgeConn is, on the node a client connected to, a connection whose session another node
@@ -15,7 +18,10 @@ type edgeConn struct {
 	conn    string
 	session string
 	tr      Transport
-	gone    atomic.Bool // dropped, or closed by the holder
+	gone    atomic.Bool // dropped, or closed by the holder, or its link broke
+	mu      sync.Mutex  // one message to the holder at a time, in order
+	sent    int64       // the number of the last message to the holder (relayMsg.N)
+	got     int64       // the number of the last message from the holder (the inbox's alone)
 }
 
 // relayHello makes tr the edge of a connection to a session another live node holds, and
@@ -42,7 +48,12 @@ func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) *Client {
 	n.relayMu.Lock()
 	n.edges[e.conn] = e
 	n.relayMu.Unlock()
-	if err := n.sendTo(holder, relayMsg{Op: opHello, Conn: e.conn, Data: data}); err != nil {
+	e.sent = 1
+	if err := n.sendTo(holder, relayMsg{Op: opHello, Conn: e.conn, N: 1, Data: data}); err != nil {
+		if errors.Is(err, jobs.ErrNotListening) {
+			e.forget()
+			return nil // it died holding the session: its lease runs out, and this node takes it
+		}
 		n.log.Warn("broker: relaying a hello to the session's node", "session", h.SessionID, "node", holder, "err", err)
 		e.forget()
 		e := frames.Errorf(frames.CodeInternal, "the node that holds session %s cannot be reached; try again", h.SessionID)
@@ -53,15 +64,36 @@ func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) *Client {
 	return &Client{relay: e, tr: tr}
 }
 
-// forward sends one of the connection's messages to the holder.
+// forward sends one of the connection's messages to the holder. One that cannot be sent breaks
+// the link: the client is closed with 1012 and resumes (SPEC 10), and what it sent without an
+// answer it sends again.
 func (e *edgeConn) forward(m relayMsg) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.gone.Load() {
 		return
 	}
-	m.Conn = e.conn
+	e.sent++
+	m.Conn, m.N = e.conn, e.sent
 	if err := e.n.sendTo(e.holder, m); err != nil {
-		e.n.log.Warn("broker: relaying to the session's node", "session", e.session, "node", e.holder, "err", err)
+		e.n.log.Warn("broker: relaying to the session's node failed; the client resumes", "session", e.session, "node", e.holder, "err", err)
+		e.broken("relay to the session's node failed")
 	}
+}
+
+// broken closes the client's connection with 1012 (it resumes, on this node or another) and
+// tells the holder it dropped, if it can.
+func (e *edgeConn) broken(reason string) {
+	if e.gone.Swap(true) {
+		return
+	}
+	e.forget()
+	e.tr.Close(StatusServiceRestart, reason)
+	go func() { // not on the inbox's goroutine: the store may be slow to refuse it
+		if err := e.n.sendTo(e.holder, relayMsg{Op: opDrop, Conn: e.conn}); err != nil {
+			e.n.log.Debug("broker: telling the session's node of a broken relay", "session", e.session, "err", err)
+		}
+	}()
 }
 
 // dropped: the client's connection is gone.
@@ -90,6 +122,15 @@ func (n *Node) toEdge(m relayMsg) {
 	if e == nil || e.holder != m.From {
 		return
 	}
+	if m.N != e.got+1 {
+		// A message of the holder's was lost (the store dropped it): what the client was sent
+		// is not known, so it resumes, and replay gives it every frame after its last seq.
+		n.log.Warn("broker: a relayed connection lost messages from the session's node; the client resumes",
+			"session", e.session, "node", e.holder, "got", m.N, "want", e.got+1)
+		e.broken("relay lost frames")
+		return
+	}
+	e.got = m.N
 	switch m.Op {
 	case opSend:
 		e.tr.Send(m.Data)
@@ -109,17 +150,18 @@ func (n *Node) toEdge(m relayMsg) {
 // closeDeadHolders closes, with 1012, the relayed connections whose holder is no longer alive
 // (it crashed): their clients reconnect, and a session that was parked is taken back.
 func (n *Node) closeDeadHolders(ctx context.Context) {
+	forDead(ctx, n, n.edgesByHolder(), func(e *edgeConn) { e.broken("session node gone") })
+}
+
+// edgesByHolder groups the node's relayed connections by the node that holds their session.
+func (n *Node) edgesByHolder() map[string][]*edgeConn {
 	n.relayMu.Lock()
+	defer n.relayMu.Unlock()
 	holders := map[string][]*edgeConn{}
 	for _, e := range n.edges {
 		holders[e.holder] = append(holders[e.holder], e)
 	}
-	n.relayMu.Unlock()
-	forDead(ctx, n, holders, func(e *edgeConn) {
-		e.gone.Store(true)
-		e.forget()
-		e.tr.Close(StatusServiceRestart, "session node gone")
-	})
+	return holders
 }
 
 // closeEdges closes every relayed connection of this node with 1012 and tells the holders

@@ -84,5 +84,5 @@ func (n *Node) renew(ctx context.Context) {
 
 // listen opens the node's inbox, trying again every second while the store cannot be reached.
 func (n *Node) listen(ctx context.Context) {
-	n.untilDone(ctx, "opening the node's inbox", func() error { return n.dir.NodeInbox(ctx, n.addr, n.inbox) }, &n.inboxUp)
+	n.untilDone(ctx, "opening the node's inbox", func() error { return n.dir.NodeInbox(ctx, n.addr, n.inbox, n.relayLost) }, &n.inboxUp)
 }

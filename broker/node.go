@@ -110,6 +110,7 @@ func (n *Node) Run(ctx context.Context) error {
 	if n.dir != nil {
 		go n.listen(ctx)
 		go n.holdEvery(ctx)
+		go every(ctx, relayCheck, n.pingRelays)
 	}
 	if _, ok := n.store.(jobs.SessionParking); ok {
 		go every(ctx, parkedSweep, func() { n.sweepParked(); n.sweepOrphans() })
@@ -328,7 +329,7 @@ func (n *Node) deliver(c jobs.Change) bool {
 // while the store cannot be reached (go-redis keeps a subscription in place by itself).
 func (n *Node) subscribeChanges(ctx context.Context, r jobs.ChangeRelay) {
 	n.untilDone(ctx, "subscribing to the job changes of other nodes", func() error {
-		return r.SubscribeChanges(ctx, n.relayed)
+		return r.SubscribeChanges(ctx, n.relayed, n.reconcileAll)
 	}, &n.relaying)
 }
 

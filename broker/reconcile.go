@@ -91,3 +91,54 @@ func adoptAgentCalls(ts *textagent.State, open []*jobs.Job) {
 			BrokerID: j.CallID, StartedMS: j.CreatedMS, State: j.State})
 	}
 }
+
+// reconcileAll has every session the node holds reconcile its jobs with the store: a job change
+// relayed by another node may have been lost (the store's connection dropped).
+func (n *Node) reconcileAll() {
+	n.mu.Lock()
+	ss := make([]*Session, 0, len(n.sessions))
+	for _, s := range n.sessions {
+		ss = append(ss, s)
+	}
+	n.mu.Unlock()
+	for _, s := range ss {
+		s.post(s.reconcile)
+	}
+}
+
+// reconcile handles the end of every job the session still takes to be open — its hosts'
+// dispatched calls, its text agent's running calls, its voice model's calls — that the store
+// shows ended: the change that said so was lost on its way from another node.
+func (s *Session) reconcile() {
+	if s.ended {
+		return
+	}
+	believed := map[string]jobs.State{}
+	for id := range s.callSeq {
+		believed[id] = jobs.Pending
+	}
+	if s.text != nil {
+		for _, id := range s.text.a.OpenJobs() {
+			believed[id] = jobs.Pending
+		}
+	}
+	if s.voice != nil {
+		for id, vc := range s.voice.calls {
+			if !vc.state.Terminal() {
+				believed[id] = vc.state
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(believed)) {
+		j, err := s.engine().Lookup(s.ctx(), s.addr(id))
+		if err != nil || !j.State.Terminal() {
+			continue
+		}
+		from := believed[id]
+		if from == jobs.Pending && j.DeferredMS > 0 {
+			from = jobs.Deferred
+		}
+		s.node.log.Info("broker: a job's end reached its session only through the store", "session", s.id, "call_id", id, "state", j.State)
+		s.handleChange(jobs.Change{Event: terminalEvent(j.State), From: from, Job: j})
+	}
+}

@@ -27,6 +27,9 @@ type relayMsg struct {
 	Reason string `json:"reason,omitempty"`
 	Size   int    `json:"size,omitempty"`
 	Ref    string `json:"ref,omitempty"` // opOversized: the id read from the frame's start
+	// N numbers the messages of one connection in one direction, from 1 (the hello), so that
+	// a message the store lost is noticed at the next one (opDrop and opPing carry none).
+	N int64 `json:"n,omitempty"`
 }
 
 // The ops of relayMsg: edge → holder, then holder → edge.
@@ -41,6 +44,10 @@ const (
 	opSendAudio = "send_audio"
 	opClose     = "close"
 	opAbort     = "abort"
+
+	// opPing goes, every relayCheck, to each node this node relays connections with: one whose
+	// inbox no longer listens (it died) is noticed at once, not when its liveness runs out.
+	opPing = "ping"
 )
 
 // relayTimeout bounds one send to another node's inbox.
@@ -61,6 +68,7 @@ func (n *Node) inbox(b []byte) {
 		n.toRemote(m)
 	case opSend, opSendAudio, opClose, opAbort:
 		n.toEdge(m)
+	case opPing:
 	}
 }
 
@@ -84,6 +92,8 @@ type remoteConn struct {
 	in   chan relayMsg // from the edge, handled in order by run
 
 	closing atomic.Bool
+	got     int64 // the number of the last message from the edge (the inbox's alone)
+	sent    int64 // the number of the last message to the edge (the writer's alone)
 	mu      sync.Mutex
 	pending []relayMsg // to the edge, sent in order by one writer at a time
 	queued  int        // bytes in pending
@@ -107,6 +117,17 @@ func (n *Node) toRemote(m relayMsg) {
 	n.relayMu.Unlock()
 	if rc == nil {
 		return
+	}
+	if m.Op != opDrop {
+		if m.N != rc.got+1 {
+			// A message of the edge's was lost (the store dropped it): the client's frames are
+			// not known, so it resumes and sends again what got no answer.
+			n.log.Warn("broker: a relayed connection lost messages from its edge; the client resumes",
+				"edge", m.From, "got", m.N, "want", rc.got+1)
+			rc.Close(StatusServiceRestart, "relay lost frames")
+			return
+		}
+		rc.got = m.N
 	}
 	select {
 	case rc.in <- m:
@@ -231,8 +252,18 @@ func (rc *remoteConn) write() {
 		}
 		rc.mu.Unlock()
 		for _, m := range batch {
+			rc.sent++
+			m.N = rc.sent
 			if err := rc.n.sendTo(rc.edge, m); err != nil {
-				rc.n.log.Warn("broker: sending to a relayed connection's node", "edge", rc.edge, "err", err)
+				// The edge cannot hear it: the connection is dropped here (its client resumes
+				// once its edge notices, or reconnects elsewhere).
+				rc.n.log.Warn("broker: sending to a relayed connection's node failed; dropping it", "edge", rc.edge, "err", err)
+				rc.closing.Store(true)
+				rc.stop()
+				rc.mu.Lock()
+				rc.pending, rc.queued, rc.writing = nil, 0, false
+				rc.mu.Unlock()
+				return
 			}
 		}
 	}
@@ -241,13 +272,66 @@ func (rc *remoteConn) write() {
 // dropDeadEdges drops the relayed connections whose edge node is no longer alive (it crashed:
 // nobody will send their drop).
 func (n *Node) dropDeadEdges(ctx context.Context) {
+	forDead(ctx, n, n.remotesByEdge(), (*remoteConn).stop)
+}
+
+// remotesByEdge groups the connections relayed to this node by their edge node.
+func (n *Node) remotesByEdge() map[string][]*remoteConn {
 	n.relayMu.Lock()
+	defer n.relayMu.Unlock()
 	edges := map[string][]*remoteConn{}
 	for _, rc := range n.remotes {
 		edges[rc.edge] = append(edges[rc.edge], rc)
 	}
-	n.relayMu.Unlock()
-	forDead(ctx, n, edges, (*remoteConn).stop)
+	return edges
+}
+
+// relayCheck is how often a node pings the nodes it relays connections with.
+const relayCheck = time.Second
+
+// pingRelays sends opPing to every node this node relays connections with; the links to a
+// node whose inbox does not take it (it died, or the store is unreachable) are broken at once:
+// relayed clients are closed with 1012, connections relayed from there are dropped.
+func (n *Node) pingRelays() {
+	holders, edges := n.edgesByHolder(), n.remotesByEdge()
+	peers := map[string]bool{}
+	for p := range holders {
+		peers[p] = true
+	}
+	for p := range edges {
+		peers[p] = true
+	}
+	for p := range peers {
+		if err := n.sendTo(p, relayMsg{Op: opPing}); err == nil {
+			continue
+		} else {
+			n.log.Warn("broker: a node this node relays connections with does not answer; its links break", "node", p, "err", err)
+		}
+		for _, e := range holders[p] {
+			e.broken("session node gone")
+		}
+		for _, rc := range edges[p] {
+			rc.stop()
+		}
+	}
+}
+
+// relayLost breaks every relayed link of the node (its inbox may have missed messages: the
+// store's connection dropped) and has every session it holds reconcile its jobs with the store
+// (a relayed job change may be lost too).
+func (n *Node) relayLost() {
+	n.log.Warn("broker: the node's inbox may have missed messages; relayed connections resume")
+	for _, es := range n.edgesByHolder() {
+		for _, e := range es {
+			e.broken("relay interrupted")
+		}
+	}
+	for _, rcs := range n.remotesByEdge() {
+		for _, rc := range rcs {
+			rc.Close(StatusServiceRestart, "relay interrupted")
+		}
+	}
+	n.reconcileAll()
 }
 
 // forDead calls fn for each item of the groups (by node address) whose node is no longer alive

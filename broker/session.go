@@ -49,7 +49,10 @@ type Session struct {
 	// cancelSent: while a session taken over from a dead node catches up, the jobs whose
 	// tool_cancel the journal has (reconcile.go).
 	cancelSent map[string]bool
-	text       *textAgent // the text agent's side, once one attached
+	// finished are the jobs whose end the session handled (a change that comes twice — relayed,
+	// and found by reconcile — is handled once).
+	finished map[string]bool
+	text     *textAgent // the text agent's side, once one attached
 	// openJobs counts the session's open jobs made on this node (SPEC 2: 256 at most).
 	openJobs int
 	voice    *voice      // the voice side, once a caller attached

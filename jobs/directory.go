@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -26,8 +27,9 @@ type NodeDirectory interface {
 	// NodeURL returns where an alive node's HTTP server is reached, or "" (not alive, or not
 	// reachable).
 	NodeURL(ctx context.Context, node string) (string, error)
-	// SendToNode delivers msg to node's inbox, if it listens (at most once, in the order one
-	// caller sent them).
+	// SendToNode delivers msg to node's inbox (at most once, in the order one caller sent
+	// them). It returns ErrNotListening when no inbox of node took it (the node is gone, or its
+	// inbox is being opened again): the message is lost.
 	SendToNode(ctx context.Context, node string, msg []byte) error
 	// RecordEnded keeps, for ttl, what every node must know of a session that ended (rec, the
 	// broker's encoding): a later hello naming it is answered session_ended or
@@ -36,8 +38,10 @@ type NodeDirectory interface {
 	// Ended returns what RecordEnded kept of session id, or ErrNotFound.
 	Ended(ctx context.Context, id string) ([]byte, error)
 	// NodeInbox calls fn with every message sent to node from now on, one at a time, until ctx
-	// ends; it returns once the inbox listens (or failed).
-	NodeInbox(ctx context.Context, node string, fn func([]byte)) error
+	// ends; it returns once the inbox listens (or failed). It calls lost, in the same order,
+	// when messages may have been missed (the inbox's connection to the store dropped, or it
+	// fell behind): once when that happens, and again when it listens again.
+	NodeInbox(ctx context.Context, node string, fn func([]byte), lost func()) error
 }
 
 // HeldSession is a session a node holds: its id and its tenant.
@@ -45,3 +49,6 @@ type HeldSession struct {
 	ID     string
 	Tenant string
 }
+
+// ErrNotListening is returned by SendToNode when no inbox of the node took the message.
+var ErrNotListening = errors.New("jobs: the node's inbox does not listen")

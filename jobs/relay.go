@@ -10,6 +10,7 @@ type ChangeRelay interface {
 	// PublishChange sends c to every subscribed node.
 	PublishChange(ctx context.Context, c Change) error
 	// SubscribeChanges calls fn with every change published from now on, one at a time, until
-	// ctx ends; it returns once the subscription is in place (or failed).
-	SubscribeChanges(ctx context.Context, fn func(Change)) error
+	// ctx ends; it returns once the subscription is in place (or failed). It calls lost, in the
+	// same order, when changes may have been missed (as NodeInbox does).
+	SubscribeChanges(ctx context.Context, fn func(Change), lost func()) error
 }

@@ -110,6 +110,16 @@ func (a *Agent) toBackground(k *call) {
 	a.deliver(k.id, frames.ResultKindBackgroundPlaceholder, Placeholder(k.id))
 }
 
+// OpenJobs lists the broker call ids of the agent's calls whose jobs have not ended, as far as
+// it knows.
+func (a *Agent) OpenJobs() []string {
+	ids := make([]string, 0, len(a.jobs))
+	for id := range a.jobs {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 // Deferred reports that the host deferred a job: its call goes to the background at once.
 func (a *Agent) Deferred(brokerID string) {
 	if k := a.jobs[brokerID]; k != nil {

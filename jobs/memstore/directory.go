@@ -16,7 +16,7 @@ type directory struct {
 	mu      sync.Mutex
 	holders map[string]lease // session id → holder
 	alive   map[string]aliveRec
-	inboxes map[string][]chan []byte
+	inboxes map[string][]*inbox
 	ended   map[string]endedRec
 }
 
@@ -51,7 +51,7 @@ func (d *directory) init() {
 	if d.holders == nil {
 		d.holders = make(map[string]lease)
 		d.alive = make(map[string]aliveRec)
-		d.inboxes = make(map[string][]chan []byte)
+		d.inboxes = make(map[string][]*inbox)
 		d.ended = make(map[string]endedRec)
 	}
 }
@@ -137,42 +137,58 @@ func (s *Store) NodeURL(ctx context.Context, node string) (string, error) {
 	return a.url, nil
 }
 
-// SendToNode implements jobs.NodeDirectory. An inbox 4096 messages behind misses the message.
+// SendToNode implements jobs.NodeDirectory. An inbox 4096 messages behind misses the message
+// (and its node hears it lost one).
 func (s *Store) SendToNode(ctx context.Context, node string, msg []byte) error {
 	d, err := s.lockDir(ctx)
 	if err != nil {
 		return err
 	}
 	defer d.mu.Unlock()
-	for _, ch := range d.inboxes[node] {
+	if len(d.inboxes[node]) == 0 {
+		return jobs.ErrNotListening
+	}
+	for _, in := range d.inboxes[node] {
 		select {
-		case ch <- slices.Clone(msg):
+		case in.ch <- slices.Clone(msg):
 		default:
+			select {
+			case in.lost <- struct{}{}:
+			default:
+			}
 		}
 	}
 	return nil
 }
 
+// inbox is one NodeInbox listener.
+type inbox struct {
+	ch   chan []byte
+	lost chan struct{} // a message was missed
+}
+
 // NodeInbox implements jobs.NodeDirectory.
-func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte)) error {
-	ch := make(chan []byte, 4096)
+func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte), lost func()) error {
+	in := &inbox{ch: make(chan []byte, 4096), lost: make(chan struct{}, 1)}
 	d := &s.dir
 	d.mu.Lock()
 	d.init()
-	d.inboxes[node] = append(d.inboxes[node], ch)
+	d.inboxes[node] = append(d.inboxes[node], in)
 	d.mu.Unlock()
 	go func() {
 		defer func() {
 			d.mu.Lock()
-			d.inboxes[node] = slices.DeleteFunc(d.inboxes[node], func(c chan []byte) bool { return c == ch })
+			d.inboxes[node] = slices.DeleteFunc(d.inboxes[node], func(c *inbox) bool { return c == in })
 			d.mu.Unlock()
 		}()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case m := <-ch:
+			case m := <-in.ch:
 				fn(m)
+			case <-in.lost:
+				lost()
 			}
 		}
 	}()

@@ -16,11 +16,12 @@ type relay struct {
 }
 
 type subscriber struct {
-	ch chan jobs.Change
+	ch   chan jobs.Change
+	lost chan struct{} // a change was missed
 }
 
 // PublishChange implements jobs.ChangeRelay. A subscriber that is 1024 changes behind misses
-// the change (delivery is at most once, as with Redis pub/sub).
+// the change, and hears that it lost one (delivery is at most once, as with Redis pub/sub).
 func (s *Store) PublishChange(ctx context.Context, c jobs.Change) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -34,14 +35,18 @@ func (s *Store) PublishChange(ctx context.Context, c jobs.Change) error {
 		select {
 		case sub.ch <- c:
 		default:
+			select {
+			case sub.lost <- struct{}{}:
+			default:
+			}
 		}
 	}
 	return nil
 }
 
 // SubscribeChanges implements jobs.ChangeRelay.
-func (s *Store) SubscribeChanges(ctx context.Context, fn func(jobs.Change)) error {
-	sub := &subscriber{ch: make(chan jobs.Change, 1024)}
+func (s *Store) SubscribeChanges(ctx context.Context, fn func(jobs.Change), lost func()) error {
+	sub := &subscriber{ch: make(chan jobs.Change, 1024), lost: make(chan struct{}, 1)}
 	s.relay.mu.Lock()
 	if s.relay.subs == nil {
 		s.relay.subs = make(map[*subscriber]struct{})
@@ -60,6 +65,8 @@ func (s *Store) SubscribeChanges(ctx context.Context, fn func(jobs.Change)) erro
 				return
 			case c := <-sub.ch:
 				fn(c)
+			case <-sub.lost:
+				lost()
 			}
 		}
 	}()

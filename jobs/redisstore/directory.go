@@ -107,26 +107,33 @@ func (s *Store) NodeURL(ctx context.Context, node string) (string, error) {
 
 // SendToNode implements jobs.NodeDirectory: SPUBLISH on the node's channel. Sharded pub/sub
 // (Redis 7) keeps a channel on one shard of a Redis Cluster, so one sender's messages arrive in
-// order (classic PUBLISH may enter the cluster at any node and overtake itself).
+// order (classic PUBLISH may enter the cluster at any node and overtake itself). SPUBLISH
+// answers how many subscribers got the message: none is jobs.ErrNotListening.
 func (s *Store) SendToNode(ctx context.Context, node string, msg []byte) error {
-	if err := s.rdb.SPublish(ctx, s.inbox(node), msg).Err(); err != nil {
+	n, err := s.rdb.SPublish(ctx, s.inbox(node), msg).Result()
+	if err != nil {
 		return fmt.Errorf("redisstore: send to node: %w", err)
+	}
+	if n == 0 {
+		return jobs.ErrNotListening
 	}
 	return nil
 }
 
-// NodeInbox implements jobs.NodeDirectory (SSUBSCRIBE to the node's channel; go-redis
-// re-subscribes by itself after a dropped connection, and what was sent meanwhile is missed).
-func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte)) error {
-	if err := s.subscribe(ctx, s.inbox(node), func(p string) { fn([]byte(p)) }); err != nil {
+// NodeInbox implements jobs.NodeDirectory (SSUBSCRIBE to the node's channel).
+func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte), lost func()) error {
+	if err := s.subscribe(ctx, s.inbox(node), func(p string) { fn([]byte(p)) }, lost); err != nil {
 		return fmt.Errorf("redisstore: node inbox: %w", err)
 	}
 	return nil
 }
 
 // subscribe SSUBSCRIBEs to channel and calls fn with each message's payload, one at a time,
-// until ctx ends; it returns once the subscription is confirmed.
-func (s *Store) subscribe(ctx context.Context, channel string, fn func(payload string)) error {
+// until ctx ends; it returns once the subscription is confirmed. go-redis connects and
+// subscribes again by itself after a dropped connection, and what was published meanwhile is
+// missed: lost is called when the connection fails, and again when the subscription is back
+// (a confirmation after the first).
+func (s *Store) subscribe(ctx context.Context, channel string, fn func(payload string), lost func()) error {
 	sub := s.rdb.SSubscribe(ctx, channel)
 	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
 		_ = sub.Close()
@@ -134,15 +141,29 @@ func (s *Store) subscribe(ctx context.Context, channel string, fn func(payload s
 	}
 	go func() {
 		defer sub.Close()
-		ch := sub.Channel(redis.WithChannelSize(4096))
+		down := false
 		for {
-			select {
-			case <-ctx.Done():
+			m, err := sub.Receive(ctx)
+			if ctx.Err() != nil {
 				return
-			case m, ok := <-ch:
-				if !ok {
-					return
+			}
+			if err != nil {
+				if !down {
+					down = true
+					lost()
 				}
+				select { // go-redis dials again on the next Receive
+				case <-ctx.Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				continue
+			}
+			switch m := m.(type) {
+			case *redis.Subscription: // subscribed again
+				down = false
+				lost()
+			case *redis.Message:
 				fn(m.Payload)
 			}
 		}

@@ -29,14 +29,14 @@ func (s *Store) PublishChange(ctx context.Context, c jobs.Change) error {
 }
 
 // SubscribeChanges implements jobs.ChangeRelay. go-redis re-subscribes by itself after a
-// dropped connection; changes published meanwhile are missed.
-func (s *Store) SubscribeChanges(ctx context.Context, fn func(jobs.Change)) error {
+// dropped connection; changes published meanwhile are missed, and lost says so.
+func (s *Store) SubscribeChanges(ctx context.Context, fn func(jobs.Change), lost func()) error {
 	err := s.subscribe(ctx, s.changesChannel(), func(p string) {
 		var c jobs.Change
 		if json.Unmarshal([]byte(p), &c) == nil && c.Job != nil {
 			fn(c)
 		}
-	})
+	}, lost)
 	if err != nil {
 		return fmt.Errorf("redisstore: subscribe to changes: %w", err)
 	}

@@ -88,11 +88,11 @@ func runDirectory(t *testing.T, newStore Factory) {
 	}
 
 	got := make(chan string, 256)
-	if err := d.NodeInbox(ctx, "node-a", func(m []byte) { got <- string(m) }); err != nil {
+	if err := d.NodeInbox(ctx, "node-a", func(m []byte) { got <- string(m) }, func() { t.Error("NodeInbox lost messages on a healthy store") }); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.SendToNode(ctx, "node-b", []byte("not for a")); err != nil {
-		t.Fatal(err)
+	if err := d.SendToNode(ctx, "node-b", []byte("not for a")); !errors.Is(err, jobs.ErrNotListening) {
+		t.Errorf("SendToNode to a node whose inbox nobody opened: %v, want ErrNotListening", err)
 	}
 	const n = 100
 	for i := range n {

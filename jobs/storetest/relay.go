@@ -20,7 +20,7 @@ func runRelay(t *testing.T, newStore Factory) {
 	defer cancel()
 	got := [2]chan jobs.Change{make(chan jobs.Change, 4), make(chan jobs.Change, 4)}
 	for i := range got {
-		if err := r.SubscribeChanges(ctx, func(c jobs.Change) { got[i] <- c }); err != nil {
+		if err := r.SubscribeChanges(ctx, func(c jobs.Change) { got[i] <- c }, func() { t.Error("SubscribeChanges lost changes on a healthy store") }); err != nil {
 			t.Fatal(err)
 		}
 	}
