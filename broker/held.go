@@ -87,6 +87,9 @@ func (s *Session) flushHeld() {
 		s.sendHeld()
 		return
 	}
+	if s.fault(FaultBeforeJournal) {
+		return
+	}
 	if err := s.writeHeld(state); err != nil {
 		if errors.Is(err, jobs.ErrLeaseLost) {
 			s.node.log.Warn("broker: another node took over a session this node held", "session", s.id)
@@ -104,7 +107,28 @@ func (s *Session) flushHeld() {
 	for i := range s.held {
 		s.held[i].durable = true
 	}
+	if s.fault(FaultBeforeSend) {
+		return
+	}
 	s.sendHeld()
+}
+
+// The points Config.FaultPoint is called at: an event's frames are in the outboxes and the
+// job store has its transitions, but the journal does not have the frames yet; the journal
+// has them, but no connection has seen them.
+const (
+	FaultBeforeJournal = "before_journal"
+	FaultBeforeSend    = "before_send"
+)
+
+// fault calls the Config.FaultPoint hook at point and reports whether the node was stopped
+// meanwhile (the session then does nothing more).
+func (s *Session) fault(point string) bool {
+	if f := s.node.cfg.FaultPoint; f != nil {
+		f(point)
+		return s.node.ctx.Err() != nil
+	}
+	return false
 }
 
 // writeHeld writes the held frames the journal lacks, and state, in one AppendFrames (the

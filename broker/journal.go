@@ -82,7 +82,7 @@ func (s *Session) dropJournal() {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
 	defer cancel()
-	if err := j.DropSession(ctx, s.tenant, s.id); err != nil {
+	if err := j.DropSession(ctx, s.node.addr, s.tenant, s.id); err != nil {
 		s.node.log.Warn("broker: dropping a session's journal", "session", s.id, "err", err)
 	}
 }
@@ -159,7 +159,7 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 	defer cancel()
 	if e := n.endedInfo(id); e != nil {
 		// It ended, and its journal outlived it (its node could not drop it): never revive it.
-		if err := n.journal.DropSession(ctx, e.tenant, id); err != nil {
+		if err := n.journal.DropSession(ctx, "", e.tenant, id); err != nil {
 			n.log.Warn("broker: dropping an ended session's journal", "session", id, "err", err)
 		}
 		return nil, nil, false

@@ -36,8 +36,10 @@ type SessionJournal interface {
 	// Orphaned lists the ids of the tenant's journaled sessions whose lease ran out at or
 	// before now, oldest first.
 	Orphaned(ctx context.Context, tenant string, now time.Time) ([]string, error)
-	// DropSession deletes the session's journal (it ended, or it was parked).
-	DropSession(ctx context.Context, tenant, id string) error
+	// DropSession deletes the session's journal (it ended, or it was parked) if node holds it,
+	// or nobody does, or node is "": a node that parked a session another node has taken back
+	// and journaled since deletes nothing.
+	DropSession(ctx context.Context, node, tenant, id string) error
 }
 
 // JournaledSession is a session as its journal keeps it.

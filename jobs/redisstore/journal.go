@@ -170,11 +170,15 @@ func (s *Store) Orphaned(ctx context.Context, tenant string, now time.Time) ([]s
 }
 
 // DropSession implements jobs.SessionJournal: the record, its lease, its outboxes and index.
-func (s *Store) DropSession(ctx context.Context, tenant, id string) error {
+func (s *Store) DropSession(ctx context.Context, node, tenant, id string) error {
 	k := s.keysOf(tenant)
-	slotList, err := s.rdb.HGet(ctx, k.live(id), "s").Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	v, err := s.rdb.HMGet(ctx, k.live(id), "s", "n").Result()
+	if err != nil {
 		return fmt.Errorf("redisstore: drop a session's journal: %w", err)
+	}
+	slotList, _ := v[0].(string)
+	if holder, _ := v[1].(string); node != "" && holder != "" && holder != node {
+		return nil // another node's now
 	}
 	del := []string{k.live(id)}
 	if slotList != "" {

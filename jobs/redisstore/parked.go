@@ -54,7 +54,7 @@ func (s *Store) TakeParked(ctx context.Context, tenant, sessionID string) (*jobs
 		tenant = t
 	}
 	k := s.keysOf(tenant)
-	raw, err := takeParkedScript.Run(ctx, s.rdb, []string{k.parked(sessionID), k.parkedDue()}, sessionID).Text()
+	raw, err := takeParkedScript.Run(ctx, s.rdb, []string{k.parked(sessionID), k.parkedDue(), k.live(sessionID)}, sessionID).Text()
 	if errors.Is(err, redis.Nil) {
 		return nil, jobs.ErrNotFound
 	}

@@ -183,7 +183,14 @@ func RunJournal(t *testing.T, newStore Factory) {
 		}
 	}
 
-	if err := j.DropSession(ctx, tenantA, id); err != nil {
+	// A node that no longer holds the session (it parked it, or lost it) deletes nothing.
+	if err := j.DropSession(ctx, "node-1", tenantA, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.TakeOver(ctx, "node-4", tenantA, id, time.Hour); !errors.Is(err, jobs.ErrLeaseHeld) {
+		t.Errorf("TakeOver after a drop by a node that does not hold it: %v, want ErrLeaseHeld (still there)", err)
+	}
+	if err := j.DropSession(ctx, "node-3", tenantA, id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := j.TakeOver(ctx, "node-4", "", id, time.Hour); !errors.Is(err, jobs.ErrNotFound) {

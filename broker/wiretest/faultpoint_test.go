@@ -1,0 +1,205 @@
+package wiretest
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/backchannel-io/backchannel/broker"
+	"github.com/backchannel-io/backchannel/internal/brokertest"
+	"github.com/backchannel-io/backchannel/internal/redistest"
+)
+
+// faultNodes starts two nodes on one private Redis; node A stops at the first point named
+// point that one of its sessions reaches once arm is called: the returned channel is closed
+// then, and the session stays there until A is killed.
+func faultNodes(t *testing.T, point string) (a, b *brokertest.Broker, arm func(), hit <-chan struct{}) {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		armed   bool
+		reached = make(chan struct{})
+		release = make(chan struct{})
+	)
+	t.Cleanup(func() { close(release) })
+	cfg := broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second, HoldTTL: 900 * time.Millisecond}
+	opts := brokertest.SharedRedis(t)
+	opts.Config = cfg
+	opts.Config.FaultPoint = func(p string) {
+		mu.Lock()
+		stop := armed && p == point
+		if stop {
+			armed = false
+		}
+		mu.Unlock()
+		if stop {
+			close(reached)
+			<-release // as a process that died here: it never goes on
+		}
+	}
+	a = brokertest.Start(t, opts)
+	opts.Config = cfg
+	b = brokertest.Start(t, opts)
+	waitRelaying(t, a, b)
+	return a, b, func() { mu.Lock(); armed = true; mu.Unlock() }, reached
+}
+
+// TestKillBetweenTransitionAndFrames covers SPEC 15 at its sharpest point: node A applies a
+// host's result — the job is completed in the store — and dies before the journal has the
+// frames that follow (the agent's completion prompt). No client saw them. Node B takes the
+// session over from the journal and works out what the clients were not told from the job's
+// state: the agent gets the completion prompt once, its wait gets the result once, a second
+// wait is told it was consumed; the host, whose result got no answer, sends it again and is
+// told the call is finished.
+func TestKillBetweenTransitionAndFrames(t *testing.T) {
+	t.Parallel()
+	a, b, arm, hit := faultNodes(t, broker.FaultBeforeJournal)
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
+	handle := nextID("h-tj-")
+	s.deferJob(h, "a1", "export", handle, "exporting")
+	s.agent.Expect(TypeWith("agent.tool_result", "call_id", "a1", "kind", "background_placeholder"))
+	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
+	hostToken, hostSeen := h.Welcome.Str("resume_token"), h.LastSeq()
+
+	arm()
+	h.Send(map[string]any{"type": "tool_result", "id": "r-1", "handle": handle, "output": "done"})
+	<-hit
+	a.Kill()
+
+	onB := s.on(b)
+	ag, _, _ := onB.resumeMoving("agent on B", "agent", agentToken, agentSeen, 15*time.Second)
+	onB.agent = ag
+	h2, _, _ := onB.resumeMoving("host on B", "host", hostToken, hostSeen, 15*time.Second)
+	h2.Expect("tool_deferred_resume")
+	completion := func(f Frame) bool {
+		return f.Type == "agent.prompt" && strings.Contains(f.Str("text"), "`a1` completed")
+	}
+	ag.Expect(completion)
+	ag.Absent(500*time.Millisecond, completion)
+	if r := onB.waitResult("a1"); r.Str("kind") != "result" || !strings.HasSuffix(r.Str("content"), "done") {
+		t.Errorf("SPEC 13, 15: the wait on B: %s, want the result done", r)
+	}
+	if r := onB.waitResult("a1"); !strings.Contains(r.Str("content"), "error: Tool call result already consumed") {
+		t.Errorf("SPEC 13: a second wait on B: %s, want already consumed", r)
+	}
+	h2.Send(map[string]any{"type": "tool_result", "id": "r-2", "handle": handle, "output": "done"})
+	if e := h2.Expect(TypeWith("error", "ref", "r-2")); e.Str("code") != "call_finished" {
+		t.Errorf("SPEC 5: the host's result sent again on B: %s, want call_finished", e)
+	}
+}
+
+// TestKillBetweenJournalAndSend: node A cancels a job for the agent — the journal has the
+// host's tool_cancel and the agent's answer — and dies before any connection saw them. On node
+// B the clients' resumes replay them exactly as journaled, once: the host gets one tool_cancel,
+// the agent one answer to its cancel and one result; nothing is made twice.
+func TestKillBetweenJournalAndSend(t *testing.T) {
+	t.Parallel()
+	a, b, arm, hit := faultNodes(t, broker.FaultBeforeSend)
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
+	handle := nextID("h-js-")
+	callID := s.deferJob(h, "a1", "export", handle, "exporting")
+	s.agent.Expect(TypeWith("agent.tool_result", "call_id", "a1", "kind", "background_placeholder"))
+	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
+	hostToken, hostSeen := h.Welcome.Str("resume_token"), h.LastSeq()
+
+	arm()
+	s.agentCall("c1", "cancel", map[string]any{"tool_call_id": "a1"})
+	<-hit
+	a.Kill()
+
+	onB := s.on(b)
+	ag, _, _ := onB.resumeMoving("agent on B", "agent", agentToken, agentSeen, 15*time.Second)
+	onB.agent = ag
+	h2, _, _ := onB.resumeMoving("host on B", "host", hostToken, hostSeen, 15*time.Second)
+	cancel := TypeWith("tool_cancel", "call_id", callID)
+	if tc := h2.Expect(cancel); tc.Int("seq") != hostSeen+1 {
+		t.Errorf("SPEC 10, 15: the journaled tool_cancel replayed as %s, want seq %d", tc, hostSeen+1)
+	}
+	h2.Absent(time.Second, cancel)
+	answer := TypeWith("agent.tool_result", "call_id", "c1")
+	if r := ag.Expect(answer); r.Str("content") != "Tool cancellation requested" {
+		t.Errorf("SPEC 13: the cancel's answer replayed: %s", r)
+	}
+	if r := onB.waitResult("a1"); !strings.Contains(r.Str("content"), "error: Tool call canceled") {
+		t.Errorf("SPEC 13: the wait on B: %s, want the cancelled result", r)
+	}
+	ag.Absent(500*time.Millisecond, answer)
+}
+
+// TestRelayNoticesDeadHolder covers SPEC 15's relay when the holder dies: a host connected to
+// node B for a session node A holds is relayed there; A is killed. B notices at its next ping
+// of A (SPUBLISH reaches no inbox) — long before A's liveness of 30 s runs out — and closes the
+// host with 1012, so it resumes instead of talking to nothing.
+func TestRelayNoticesDeadHolder(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 60 * time.Second, HoldTTL: 30 * time.Second})
+	waitRelaying(t, a, b)
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.on(b).host("host on B", decl("export", "deferred", true))
+	s.call(h, "a1", "export")
+	a.Kill()
+	if st, err := h.WaitClosed(10 * time.Second); err != nil || st != broker.StatusServiceRestart {
+		t.Fatalf("SPEC 15: the relayed host after its session's node died: close %v, %v; want 1012 at B's next ping of it", st, err)
+	}
+}
+
+// TestRelayAcrossRedisRestart covers SPEC 15's relay through a Redis restart: a host connected
+// to node B for a session node A holds is relayed through Redis pub/sub, which loses what is
+// published while it is down. Both nodes hear their inboxes drop; B closes the host with 1012.
+// The host resumes (retrying while Redis comes back) and finds every frame after its last_seq:
+// nothing it was sent is lost, and a call made after the restart reaches it and its result
+// reaches the agent.
+func TestRelayAcrossRedisRestart(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{AOF: true})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = client.Close() })
+	opts := brokertest.Options{Store: "redis", Redis: client, Prefix: redistest.Prefix(t),
+		Config: broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 60 * time.Second}}
+	a := brokertest.Start(t, opts)
+	b := brokertest.Start(t, opts)
+	waitRelaying(t, a, b)
+	s := newSession(t, a, brokertest.KeyA)
+	onB := s.on(b)
+	h := onB.host("host on B", decl("export"))
+	call := s.call(h, "a1", "export")
+	token := h.Welcome.Str("resume_token")
+
+	srv.Kill()
+	if st, err := h.WaitClosed(10 * time.Second); err != nil || st != broker.StatusServiceRestart {
+		t.Fatalf("SPEC 15: the relayed host while Redis is down: close %v, %v; want 1012", st, err)
+	}
+	srv.Restart()
+	var h2 *Conn
+	for deadline := time.Now().Add(20 * time.Second); h2 == nil; {
+		c := Dial(t, b.WSURL, "host on B again")
+		c.SendHello(map[string]any{"id": nextID("resume-"), "role": "host", "session_id": s.sid, "resume_token": token, "last_seq": h.LastSeq()})
+		w, err := c.Wait(5*time.Second, func(f Frame) bool { return f.Type == "welcome" || f.Type == "error" })
+		switch {
+		case err == nil && w.Type == "welcome":
+			c.Welcome, h2 = w, c
+			continue
+		case err == nil && !w.Bool("retryable"):
+			t.Fatalf("SPEC 10, 15: the resume after the restart answered %s, want a welcome or a retryable error", w)
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("SPEC 15: the host could not resume within 20 s of the restart")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h2.Send(map[string]any{"type": "tool_result", "id": "r-1", "call_id": call.Str("call_id"), "output": "one"})
+	if r := s.agentResult("a1"); !strings.HasSuffix(r.Str("content"), "one") {
+		t.Errorf("SPEC 13: the result after the restart: %s", r)
+	}
+	c2 := s.call(h2, "a2", "export")
+	h2.Send(map[string]any{"type": "tool_result", "id": "r-2", "call_id": c2.Str("call_id"), "output": "two"})
+	if r := s.agentResult("a2"); !strings.HasSuffix(r.Str("content"), "two") {
+		t.Errorf("SPEC 13: a call made after the restart: %s", r)
+	}
+}
