@@ -22,6 +22,7 @@ type textAgent struct {
 func newTextAgent(s *Session, sl *Slot) *textAgent {
 	t := &textAgent{s: s, slot: sl}
 	t.a = textagent.New(t, t.options())
+	s.agentDirty = true
 	return t
 }
 
@@ -30,7 +31,7 @@ func (t *textAgent) options() textagent.Options {
 	return textagent.Options{BackgroundAfter: t.s.node.cfg.BackgroundAfter}
 }
 
-func (t *textAgent) handle(f frames.Frame) { t.a.Handle(f) }
+func (t *textAgent) handle(f frames.Frame) { t.s.agentDirty = true; t.a.Handle(f) }
 func (t *textAgent) ending()               { t.a.Ending() }
 
 // Now implements textagent.Env.
@@ -38,7 +39,7 @@ func (t *textAgent) Now() time.Time { return time.Now() }
 
 // After implements textagent.Env.
 func (t *textAgent) After(d time.Duration, fn func()) func() {
-	timer := t.s.after(d, fn)
+	timer := t.s.after(d, func() { t.s.agentDirty = true; fn() })
 	return func() { timer.Stop() }
 }
 

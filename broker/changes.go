@@ -39,6 +39,7 @@ func (s *Session) handleChange(c jobs.Change) {
 	var text *textagent.Agent
 	if s.text != nil && j.ConversationID != "" {
 		text = s.text.a
+		s.agentDirty = true
 	}
 	switch c.Event {
 	case jobs.EventDeferred:

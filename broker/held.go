@@ -91,6 +91,9 @@ func (s *Session) flushHeld() {
 		return
 	}
 	if err := s.writeHeld(state); err != nil {
+		if state != nil {
+			s.agentDirty = true // written with the next attempt
+		}
 		if errors.Is(err, jobs.ErrLeaseLost) {
 			s.node.log.Warn("broker: another node took over a session this node held", "session", s.id)
 			s.letGo()
@@ -199,11 +202,13 @@ func (s *Session) retryHeld() {
 }
 
 // agentState is the WebSocket text agent's state when it changed since it was last journaled
-// (nil otherwise), and its hash.
+// (nil otherwise), and its hash. Only an event that marked it (agentDirty: an agent frame, an
+// agent timer, a job change of the agent's) is exported.
 func (s *Session) agentState() ([]byte, uint64) {
-	if s.text == nil || s.text.port != nil {
+	if s.text == nil || s.text.port != nil || !s.agentDirty {
 		return nil, 0
 	}
+	s.agentDirty = false
 	data, err := json.Marshal(s.text.a.Export())
 	if err != nil {
 		return nil, 0

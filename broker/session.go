@@ -29,6 +29,8 @@ type Session struct {
 	journaled   atomic.Bool // its record is in the journal, under this node's lease (journal.go)
 	counted     bool        // it counts toward its tenant\'s open sessions on this node (guarded by the node\'s mu)
 	agentSum    uint64      // the hash of the text agent's state last journaled
+	// agentDirty: an event may have changed the text agent's state since it was last journaled.
+	agentDirty bool
 	// held are the frames of the session's outboxes no connection has seen yet: they wait for
 	// the journal (held.go). unheld: the session ends, frames go out at once.
 	held      []heldFrame
