@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"sync/atomic"
@@ -231,7 +232,13 @@ func (n *Node) refuse(tr Transport, e *frames.Error) {
 // sessionFor finds (or, for an api_key without session_id, creates) the session a hello
 // names, answering every reference the caller may not see exactly as a missing session.
 func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
-	notFound := func() *frames.Error { return NoSession(h.SessionID) }
+	notFound := func() *frames.Error {
+		if !n.storeReachable() {
+			// The lookups that found nothing may have failed: the session may well exist.
+			return storeUnavailable()
+		}
+		return NoSession(h.SessionID)
+	}
 	unauthorized := func(what string) *frames.Error {
 		return frames.Errorf(frames.CodeUnauthorized, "%s", what)
 	}
@@ -288,6 +295,9 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 		tenant, joinHash, callerHash, ended, exists = e.tenant, e.joinHash, e.callerHash, true, true
 	} else if held {
 		return nil, false, moving(h.SessionID)
+	}
+	if !exists && !n.storeReachable() {
+		return nil, false, storeUnavailable() // whether it exists cannot be told now
 	}
 	// A wrong token answers unauthorized whether or not the session exists (SPEC 18); an API
 	// key of another tenant answers not_found, exactly as a session that does not exist (3.2).
@@ -445,10 +455,10 @@ func (s *Session) callerUp(sl *Slot) {
 // hello whose id is ref (SPEC 2: every answer carries ref).
 func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string) (*Client, *frames.Error) {
 	token, hash := newResumeToken(sl.id)
-	prev := sl.tokenHash
-	sl.tokenHash = hash
+	prev, prevHash, prevOK := sl.tokenHash, sl.prevHash, sl.prevOK
+	sl.tokenHash, sl.prevHash, sl.prevOK = hash, prev, false
 	if err := s.saveJournal(); err != nil { // the token's hash, before the token goes out
-		sl.tokenHash = prev
+		sl.tokenHash, sl.prevHash, sl.prevOK = prev, prevHash, prevOK
 		return nil, storeUnavailable()
 	}
 	lim := &s.node.cfg.Limits
@@ -471,6 +481,32 @@ func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string) (*Cl
 	data, _ := frames.Encode(w)
 	tr.Send(data)
 	return c, nil
+}
+
+// welcomeUncertain: the connection c was dropped by the broker's own relay (its link broke)
+// before anything showed that its welcome reached the client, so the client may still hold only
+// the token that hello used. That token stays valid too, beside the new one, until either is
+// used (SPEC 10's rotation is kept for every welcome a client may have read).
+func (s *Session) welcomeUncertain(c *Client) {
+	sl := c.slot
+	if sl == nil || sl.client != c || s.ended {
+		return
+	}
+	sl.prevOK = sl.prevHash != [32]byte{}
+	if sl.prevOK {
+		_ = s.saveJournal()
+	}
+}
+
+// storeReachable reports whether the node's store answers a ping now (always, for a store
+// the node does not share: memory).
+func (n *Node) storeReachable() bool {
+	if n.dir == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+	defer cancel()
+	return n.store.Ping(ctx) == nil
 }
 
 // storeUnavailable answers a hello or a frame whose change the store could not keep: nothing
@@ -498,7 +534,8 @@ func (s *Session) resume(h *frames.Hello, tr Transport) (*Client, *frames.Error)
 		return nil, frames.Errorf(frames.CodeResumeInvalid, "resume_token is not valid")
 	}
 	hash := hashToken(secret)
-	if subtle.ConstantTimeCompare(hash[:], sl.tokenHash[:]) != 1 {
+	if subtle.ConstantTimeCompare(hash[:], sl.tokenHash[:]) != 1 &&
+		(!sl.prevOK || subtle.ConstantTimeCompare(hash[:], sl.prevHash[:]) != 1) {
 		return nil, frames.Errorf(frames.CodeResumeInvalid, "resume_token was already used or is not valid")
 	}
 	replay, ok := sl.out.since(h.LastSeq)

@@ -18,10 +18,10 @@ type edgeConn struct {
 	conn    string
 	session string
 	tr      Transport
-	gone    atomic.Bool // dropped, or closed by the holder, or its link broke
-	mu      sync.Mutex  // one message to the holder at a time, in order
-	sent    int64       // the number of the last message to the holder (relayMsg.N)
-	got     int64       // the number of the last message from the holder (the inbox's alone)
+	gone    atomic.Bool  // dropped, or closed by the holder, or its link broke
+	mu      sync.Mutex   // one message to the holder at a time, in order
+	sent    int64        // the number of the last message to the holder (relayMsg.N)
+	got     atomic.Int64 // the number of the last message from the holder
 }
 
 // relayHello makes tr the edge of a connection to a session another live node holds, and
@@ -89,8 +89,9 @@ func (e *edgeConn) broken(reason string) {
 	}
 	e.forget()
 	e.tr.Close(StatusServiceRestart, reason)
-	go func() { // not on the inbox's goroutine: the store may be slow to refuse it
-		if err := e.n.sendTo(e.holder, relayMsg{Op: opDrop, Conn: e.conn}); err != nil {
+	got := e.got.Load() // nothing from the holder yet: the welcome never reached the client
+	go func() {         // not on the inbox's goroutine: the store may be slow to refuse it
+		if err := e.n.sendTo(e.holder, relayMsg{Op: opDrop, Conn: e.conn, Uncertain: got == 0}); err != nil {
 			e.n.log.Debug("broker: telling the session's node of a broken relay", "session", e.session, "err", err)
 		}
 	}()
@@ -122,15 +123,15 @@ func (n *Node) toEdge(m relayMsg) {
 	if e == nil || e.holder != m.From {
 		return
 	}
-	if m.N != e.got+1 {
+	if m.N != e.got.Load()+1 {
 		// A message of the holder's was lost (the store dropped it): what the client was sent
 		// is not known, so it resumes, and replay gives it every frame after its last seq.
 		n.log.Warn("broker: a relayed connection lost messages from the session's node; the client resumes",
-			"session", e.session, "node", e.holder, "got", m.N, "want", e.got+1)
+			"session", e.session, "node", e.holder, "got", m.N, "want", e.got.Load()+1)
 		e.broken("relay lost frames")
 		return
 	}
-	e.got = m.N
+	e.got.Store(m.N)
 	switch m.Op {
 	case opSend:
 		e.tr.Send(m.Data)

@@ -67,6 +67,7 @@ type parkedSlot struct {
 	Declared   bool              `json:"declared,omitempty"`
 	Tools      []frames.ToolDecl `json:"tools,omitempty"`
 	TokenHash  []byte            `json:"token_hash"`
+	PrevHash   []byte            `json:"prev_token_hash,omitempty"` // a token still valid too (Slot.prevOK)
 	Next       int64             `json:"next"`
 	Sent       int64             `json:"sent"`
 	Frames     []parkedFrame     `json:"frames,omitempty"`
@@ -109,6 +110,7 @@ func (s *Session) snapshot(now time.Time, full bool) parkedState {
 	slices.Sort(st.Expired)
 	for _, sl := range s.slots {
 		ps := parkedSlot{ID: sl.id, Role: sl.role, Order: sl.order, Declared: sl.declared, TokenHash: sl.tokenHash[:],
+			PrevHash: prevHashOf(sl),
 			Next: sl.out.next, Sent: sl.sent, DetachedMS: now.UnixMilli(), ByCaller: sl.byCaller}
 		if sl.client == nil && !sl.detached.IsZero() {
 			ps.DetachedMS = sl.detached.UnixMilli()
@@ -279,6 +281,10 @@ func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
 		sl := &Slot{id: ps.ID, role: ps.Role, order: ps.Order, declared: ps.Declared, sent: ps.Sent, byCaller: ps.ByCaller,
 			detached: time.UnixMilli(ps.DetachedMS), out: newOutbox(lim.OutboxFrames, lim.OutboxBytes)}
 		copy(sl.tokenHash[:], ps.TokenHash)
+		if len(ps.PrevHash) == len(sl.prevHash) {
+			copy(sl.prevHash[:], ps.PrevHash)
+			sl.prevOK = true
+		}
 		if len(ps.Tools) > 0 {
 			tools, _, e := compileTools(ps.Tools)
 			if e != nil {
@@ -474,4 +480,13 @@ func (n *Node) sweepParked() {
 			}
 		}
 	}
+}
+
+// prevHashOf is what a parked or journaled slot keeps of its previous token: its hash while it
+// is still valid (Slot.prevOK), else nothing.
+func prevHashOf(sl *Slot) []byte {
+	if !sl.prevOK {
+		return nil
+	}
+	return sl.prevHash[:]
 }

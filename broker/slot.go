@@ -24,6 +24,11 @@ type Slot struct {
 
 	client    *Client // the attached connection, nil while dropped
 	tokenHash [32]byte
+	// prevHash is the hash of the token the current connection's hello used; it stays valid
+	// beside tokenHash (prevOK) when that connection's welcome may not have reached its client
+	// (Session.welcomeUncertain).
+	prevHash [32]byte
+	prevOK   bool
 	out       outbox
 	sent      int64 // the newest seq handed to a connection
 	expiry    *time.Timer
