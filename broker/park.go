@@ -111,7 +111,7 @@ func (s *Session) snapshot(now time.Time, full bool) parkedState {
 	for _, sl := range s.slots {
 		ps := parkedSlot{ID: sl.id, Role: sl.role, Order: sl.order, Declared: sl.declared, TokenHash: sl.tokenHash[:],
 			PrevHash: prevHashOf(sl),
-			Next: sl.out.next, Sent: sl.sent, DetachedMS: now.UnixMilli(), ByCaller: sl.byCaller}
+			Next:     sl.out.next, Sent: sl.sent, DetachedMS: now.UnixMilli(), ByCaller: sl.byCaller}
 		if sl.client == nil && !sl.detached.IsZero() {
 			ps.DetachedMS = sl.detached.UnixMilli()
 		}

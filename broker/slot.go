@@ -29,11 +29,11 @@ type Slot struct {
 	// (Session.welcomeUncertain).
 	prevHash [32]byte
 	prevOK   bool
-	out       outbox
-	sent      int64 // the newest seq handed to a connection
-	expiry    *time.Timer
-	expired   bool
-	detached  time.Time // when its connection dropped (zero while attached)
+	out      outbox
+	sent     int64 // the newest seq handed to a connection
+	expiry   *time.Timer
+	expired  bool
+	detached time.Time // when its connection dropped (zero while attached)
 }
 
 // resumeToken renders a slot's resume token: the slot id, a dash, and 128 random bits in
