@@ -56,6 +56,7 @@
 // the tag faultlong until the violations it still finds are fixed (issue 16's note):
 //
 //	go test -tags faultlong ./internal/faulttest -run TestFaultsClusterShort -v
+//
 // The long run is behind the build tag faultlong and reads its size from
 // the environment:
 //
