@@ -73,6 +73,3 @@ func (o *outbox) since(lastSeq int64) ([]outFrame, bool) {
 	}
 	return o.frames[i:], true
 }
-
-// last is the seq of the newest frame (0 when none was sent).
-func (o *outbox) last() int64 { return o.next - 1 }

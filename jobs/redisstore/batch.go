@@ -54,13 +54,6 @@ func (b *batcher) run(ctx context.Context, s *redis.Script, keys []string, args 
 	return b.wait(ctx, &request{ctx: ctx, script: s, keys: keys, args: args, reply: make(chan result, 1)})
 }
 
-// do sends plain commands through a pipeline, one after the other, and waits until they are
-// answered; it returns the first error.
-func (b *batcher) do(ctx context.Context, cmds ...redis.Cmder) error {
-	_, err := b.wait(ctx, &request{ctx: ctx, cmds: cmds, reply: make(chan result, 1)})
-	return err
-}
-
 func (b *batcher) wait(ctx context.Context, r *request) (any, error) {
 	select {
 	case b.reqs <- r:
