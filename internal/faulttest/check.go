@@ -1285,7 +1285,7 @@ func (sc *sessionCheck) crossCheck() {
 
 // deadlineSlack is how late past its deadline a job's tool_cancel may come (the deadline
 // poller's period, the transition, the frame's way to the host).
-const deadlineSlack = 3 * time.Second
+const deadlineSlack = 5 * time.Second
 
 // deadlinePass finds jobs that outlived their clocks (SPEC 5): a job its host got, with no
 // tool_cancel and no result sent, whose host slot answered a sync barrier well after the

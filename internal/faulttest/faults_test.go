@@ -50,9 +50,10 @@ var shortRuns = []shortRun{
 	{ModeRedis, []uint64{1, 2, 3}, 10, 30, 0, 20 * time.Second},
 }
 
-// TestFaultsShort runs every mode for a few seeds and fails on any violation. Modes run in
-// parallel; the seeds of a mode one after another.
+// TestFaultsShort runs the one-node modes for a few seeds and fails on any violation. Modes
+// run in parallel (with the self-check too); the seeds of a mode one after another.
 func TestFaultsShort(t *testing.T) {
+	t.Parallel()
 	for _, sr := range shortRuns {
 		t.Run(string(sr.mode), func(t *testing.T) {
 			t.Parallel()

@@ -62,7 +62,7 @@ func (c Config) Name() string { return fmt.Sprintf("%s/seed%d", c.Mode, c.Seed) 
 type Stats struct {
 	Sessions, Conns, Frames, Calls int
 	NodeKills, RedisRestarts       int
-	Drops                          int // dropped client connections (schedule and faults)
+	Drops                          int // client connections the harness dropped (schedule, faults, stalls)
 	Mutations                      int // frames the proxy dropped or duplicated
 	Unresolved                     int // calls still without an outcome after the quiescence bound
 }
@@ -208,7 +208,6 @@ func Run(t testing.TB, bin string, cfg Config) Result {
 	res.Violations = Check(res.Histories)
 	res.Stats = stats(res.Histories)
 	res.Stats.NodeKills, res.Stats.RedisRestarts = fd[0], fd[1]
-	res.Stats.Drops += fd[2]
 	res.Stats.Unresolved = int(unresolved.Load())
 	if run.px != nil {
 		res.Stats.Mutations = int(run.px.mutated.Load())
@@ -272,8 +271,8 @@ func stats(hs []History) Stats {
 			case Closed:
 				var n CloseNote
 				_ = json.Unmarshal(e.Raw, &n)
-				if n.By == "client" {
-					st.Drops++
+				if n.By == "client" && n.Code == 0 {
+					st.Drops++ // aborted by the harness (a closed normally at the end has 1000)
 				}
 			}
 		}

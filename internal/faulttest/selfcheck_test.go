@@ -11,6 +11,7 @@ import (
 // that passes everything on reports nothing; through a proxy that drops and duplicates a few
 // of the broker's frames, and on recorded histories mutated in place, it reports violations.
 func TestSelfCheck(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Mode: ModeMemory, Seed: 7, Sessions: 4, Ops: 25, Quiesce: 15 * time.Second, Mutate: &Mutation{}}
 	clean := Run(t, brokerBin, cfg)
 	if len(clean.Violations) > 0 {
