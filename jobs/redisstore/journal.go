@@ -40,7 +40,8 @@ func (s *Store) SaveSession(ctx context.Context, node, tenant, id string, record
 
 // AppendFrames implements jobs.SessionJournal (lua/journal_frames.lua: XADD under the id
 // SEQ-0, or HSET in the slot's hash of replacements, and HSET of the record's field a for the
-// agent state, in one script behind the lease check).
+// agent state, in one script behind the lease check; a frame already kept is skipped, so a
+// retry of a write whose reply was lost is harmless).
 func (s *Store) AppendFrames(ctx context.Context, node, tenant, id string, w jobs.JournalWrite) error {
 	k := s.keysOf(tenant)
 	ks := make([]string, 0, len(w.Frames)+1)
@@ -61,8 +62,11 @@ func (s *Store) AppendFrames(ctx context.Context, node, tenant, id string, w job
 	if err != nil {
 		return fmt.Errorf("redisstore: journal frames: %w", err)
 	}
-	if v == "lost" {
+	switch v {
+	case "lost":
 		return jobs.ErrLeaseLost
+	case "taken":
+		return fmt.Errorf("redisstore: journal frames: a seq of the outbox holds another frame already")
 	}
 	return nil
 }

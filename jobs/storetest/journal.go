@@ -47,7 +47,13 @@ func RunJournal(t *testing.T, newStore Factory) {
 		t.Fatal(err)
 	}
 	if err := put("node-1", "sl1", 5, []byte(`{"again":5}`), false, 100); err == nil {
-		t.Error("AppendFrames under a seq the outbox already has (not a replacement): no error")
+		t.Error("AppendFrames under a seq the outbox already has, other bytes (not a replacement): no error")
+	}
+	// A retry of a write that was applied (its answer lost): the frames it has are skipped, the
+	// new ones written, nothing is doubled.
+	if err := j.AppendFrames(ctx, "node-1", tenantA, id, jobs.JournalWrite{Max: 100, Frames: []jobs.JournalFrameWrite{
+		{Slot: "sl1", Seq: 4, Data: frame("sl1", 4)}, {Slot: "sl1", Seq: 5, Data: frame("sl1", 5)}}}); err != nil {
+		t.Errorf("AppendFrames again of frames the outbox has: %v, want no error", err)
 	}
 	// A node that does not hold the session writes nothing: neither frames nor agent state.
 	err := j.AppendFrames(ctx, "node-2", tenantA, id, jobs.JournalWrite{Max: 100, AgentState: []byte(`{"agent":"node-2"}`),

@@ -1,20 +1,43 @@
 -- journal_frames.lua: keeps the frames of one event of a session, and its text agent's state,
 -- in one atomic write (SessionJournal.AppendFrames), if the node still holds the session.
+-- A retry of a write that was applied (its reply lost with the connection) changes nothing: a
+-- frame whose seq the outbox has already, with the same bytes, is skipped.
 -- KEYS[1] PREFIX{t:T}:live:SESSION_ID  hash: n (lease holder), a (agent state)
 -- KEYS[2..] one per frame: the slot's outbox stream PREFIX{t:T}:out:SESSION_ID:SLOT, or, for a
 --   replacement, the slot's hash of replacements PREFIX{t:T}:rep:SESSION_ID:SLOT
 -- ARGV[1] the node   ARGV[2] frames kept per outbox   ARGV[3] the keys' ttl (ms)
 -- ARGV[4] the agent state, "" when unchanged
 -- ARGV[5..] per frame, in the order of KEYS[2..]: seq, data, "r" for a replacement or ""
--- Reply: 1; "lost" (nothing written) when the record's holder is not the node.
+-- Reply: 1; "lost" (nothing written) when the record's holder is not the node; "taken" (nothing
+-- written) when a frame's seq holds other bytes already.
 if redis.call('HGET', KEYS[1], 'n') ~= ARGV[1] then
   return 'lost'
+end
+local top = {} -- each outbox's newest seq before this write
+local skip = {}
+for i = 2, #KEYS do
+  local b = 5 + (i - 2) * 3
+  if ARGV[b + 2] ~= 'r' then
+    local k = KEYS[i]
+    if top[k] == nil then
+      local last = redis.call('XREVRANGE', k, '+', '-', 'COUNT', 1)[1]
+      top[k] = last and tonumber(string.match(last[1], '^(%d+)')) or 0
+    end
+    local seq = tonumber(ARGV[b])
+    if seq <= top[k] then
+      local e = redis.call('XRANGE', k, ARGV[b] .. '-0', ARGV[b] .. '-0')[1]
+      if e and e[2][2] ~= ARGV[b + 1] then
+        return 'taken'
+      end
+      skip[i] = true -- written already (or trimmed since: older than what is kept)
+    end
+  end
 end
 for i = 2, #KEYS do
   local b = 5 + (i - 2) * 3
   if ARGV[b + 2] == 'r' then
     redis.call('HSET', KEYS[i], ARGV[b], ARGV[b + 1])
-  else
+  elseif not skip[i] then
     redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[2], ARGV[b] .. '-0', 'd', ARGV[b + 1])
   end
   redis.call('PEXPIRE', KEYS[i], ARGV[3])
