@@ -372,7 +372,7 @@ func (s *Session) catchUp(was map[string]jobs.State, open []*jobs.Job, voiced ma
 		if still[id] {
 			continue
 		}
-		j, err := s.engine().Lookup(s.ctx(), s.addr(id))
+		j, err := s.engine().Reload(s.ctx(), s.addr(id)) // this node may have seen it open, long ago
 		if err != nil || !j.State.Terminal() {
 			continue
 		}

@@ -40,7 +40,7 @@ func (s *Session) crashedJobs(st *parkedState) map[string]jobs.State {
 	}
 	was := map[string]jobs.State{}
 	for _, id := range ids {
-		j, err := s.engine().Lookup(s.ctx(), s.addr(id))
+		j, err := s.engine().Reload(s.ctx(), s.addr(id))
 		if err != nil || !j.State.Terminal() {
 			continue
 		}
@@ -96,10 +96,7 @@ func adoptAgentCalls(ts *textagent.State, open []*jobs.Job) {
 // relayed by another node may have been lost (the store's connection dropped).
 func (n *Node) reconcileAll() {
 	n.mu.Lock()
-	ss := make([]*Session, 0, len(n.sessions))
-	for _, s := range n.sessions {
-		ss = append(ss, s)
-	}
+	ss := slices.Collect(maps.Values(n.sessions))
 	n.mu.Unlock()
 	for _, s := range ss {
 		s.post(s.reconcile)
@@ -130,7 +127,7 @@ func (s *Session) reconcile() {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(believed)) {
-		j, err := s.engine().Lookup(s.ctx(), s.addr(id))
+		j, err := s.engine().Reload(s.ctx(), s.addr(id))
 		if err != nil || !j.State.Terminal() {
 			continue
 		}

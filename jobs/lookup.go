@@ -14,6 +14,23 @@ func (e *Engine) Lookup(ctx context.Context, a Addr) (*Job, error) {
 	return e.resolve(ctx, a)
 }
 
+// Reload returns the job of session a by call id as the store has it now — not as this engine
+// last saw it: another node may have changed it since (a deadline it fired, a cancel through
+// it) and its change may never have reached this one. The engine's cache takes the new state.
+func (e *Engine) Reload(ctx context.Context, a Addr) (*Job, error) {
+	j, err := e.load(ctx, a.Tenant, a.CallID, true)
+	if errors.Is(err, ErrNotFound) {
+		return nil, ErrUnknownCall
+	}
+	if err != nil {
+		return nil, err
+	}
+	if j.SessionID != a.SessionID {
+		return nil, ErrUnknownCall
+	}
+	return j, nil
+}
+
 // OpenJobs returns the session's non-terminal jobs, with their arguments, oldest first.
 func (e *Engine) OpenJobs(ctx context.Context, tenant, sessionID string) ([]*Job, error) {
 	ids, err := read(ctx, e, func() ([]string, error) { return e.store.OpenJobs(ctx, tenant, sessionID) })

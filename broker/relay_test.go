@@ -1,0 +1,255 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/jobs/memstore"
+)
+
+// The relay between nodes (SPEC 15), driven from the other end: the test plays the other node
+// through the store's directory — it listens on an inbox of its own and sends to the node's —
+// so it can send what a real node would only send when pub/sub loses a message.
+
+// relayNode starts a node on a memory store (which is a directory too) and waits until its
+// inbox listens.
+func relayNode(t *testing.T) (*Node, *memstore.Store) {
+	t.Helper()
+	store := memstore.New(nil)
+	cfg := Config{APIKeys: map[string]string{testKey: "tenant-t"}, BackgroundAfter: 30 * time.Second, ResumeWindow: 30 * time.Second}
+	n := NewNode(cfg, store)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = n.Run(ctx) }()
+	t.Cleanup(func() { n.Halt(); cancel(); <-done })
+	for deadline := time.Now().Add(5 * time.Second); !n.Relaying(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the node's inbox never listened")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n, store
+}
+
+// peer is the other node: what reaches its inbox, and how it sends.
+type peer struct {
+	t     *testing.T
+	addr  string
+	to    string // the node under test
+	store *memstore.Store
+	got   chan relayMsg
+}
+
+func newPeer(t *testing.T, store *memstore.Store, addr, to string) *peer {
+	t.Helper()
+	p := &peer{t: t, addr: addr, to: to, store: store, got: make(chan relayMsg, 256)}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := store.NodeInbox(ctx, addr, func(b []byte) {
+		var m relayMsg
+		if json.Unmarshal(b, &m) == nil {
+			p.got <- m
+		}
+	}, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p *peer) send(m relayMsg) {
+	p.t.Helper()
+	m.From = p.addr
+	b, _ := json.Marshal(m)
+	if err := p.store.SendToNode(context.Background(), p.to, b); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// next is the next message for connection conn (pings skipped).
+func (p *peer) next(conn string) relayMsg {
+	p.t.Helper()
+	for {
+		select {
+		case m := <-p.got:
+			if m.Op != opPing && (conn == "" || m.Conn == conn) {
+				return m
+			}
+		case <-time.After(10 * time.Second):
+			p.t.Fatal("nothing reached the other node within 10 s")
+		}
+	}
+}
+
+// frame decodes the frame a relayMsg carries.
+func frame(t *testing.T, m relayMsg) map[string]any {
+	t.Helper()
+	var f map[string]any
+	if err := json.Unmarshal(m.Data, &f); err != nil {
+		t.Fatalf("relayed %s carries %q: %v", m.Op, m.Data, err)
+	}
+	return f
+}
+
+func helloData(f map[string]any) []byte {
+	f["type"], f["protocol"] = "hello", "backchannel.v1"
+	b, _ := json.Marshal(f)
+	return b
+}
+
+// TestRelayGapOnTheHolder: a message of a relayed connection that comes after a lost one (its
+// number skips) breaks the link on the holder: the edge is told to close the client with 1012,
+// and the holder's messages to the edge are numbered 1, 2, … without a gap.
+func TestRelayGapOnTheHolder(t *testing.T) {
+	n, store := relayNode(t)
+	s, err := n.CreateSession("tenant-t", ModelConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edge := newPeer(t, store, "edge-x", n.addr)
+	edge.send(relayMsg{Op: opHello, Conn: "c1", N: 1, Data: helloData(map[string]any{"role": "host", "session_id": s.ID(), "join_token": s.JoinToken()})})
+	w := edge.next("c1")
+	if w.Op != opSend || w.N != 1 || frame(t, w)["type"] != "welcome" {
+		t.Fatalf("the holder's first message to the edge: %+v, want the welcome as message 1", w)
+	}
+	ping, _ := json.Marshal(map[string]any{"type": "job.cancel", "id": "b1", "call_id": "call_00000000000000000000"})
+	edge.send(relayMsg{Op: opFrame, Conn: "c1", N: 2, Data: ping})
+	if m := edge.next("c1"); m.Op != opSend || m.N != 2 || frame(t, m)["ref"] != "b1" {
+		t.Fatalf("the answer to message 2: %+v, want it as message 2", m)
+	}
+	edge.send(relayMsg{Op: opFrame, Conn: "c1", N: 4, Data: ping}) // message 3 was lost
+	m := edge.next("c1")
+	if m.Op != opClose || m.Code != StatusServiceRestart || m.N != 3 {
+		t.Fatalf("after a gap in the edge's messages the holder sent %+v, want close 1012 as message 3", m)
+	}
+}
+
+// TestRelayGapOnTheEdge: a message from the holder that comes after a lost one breaks the link
+// on the edge: its client is closed with 1012 (it resumes, and replay gives it what it missed),
+// and the holder is told the connection dropped.
+func TestRelayGapOnTheEdge(t *testing.T) {
+	n, store := relayNode(t)
+	holder := newPeer(t, store, "holder-x", n.addr)
+	ctx := context.Background()
+	if err := store.NodeAlive(ctx, "holder-x", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.HoldSessions(ctx, "holder-x", []jobs.HeldSession{{ID: "sess_elsewhere", Tenant: "tenant-t"}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	tc := &closingConn{testConn: testConn{t: t, frames: make(chan map[string]any, 64)}, closed: make(chan int, 1)}
+	if c := n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": "sess_elsewhere", "join_token": "jt_x"})); c == nil || c.relay == nil {
+		t.Fatal("a hello for a session another live node holds was not relayed")
+	}
+	h := holder.next("")
+	if h.Op != opHello || h.N != 1 {
+		t.Fatalf("the edge's first message: %+v, want the hello as message 1", h)
+	}
+	welcome, _ := json.Marshal(map[string]any{"type": "welcome"})
+	holder.send(relayMsg{Op: opSend, Conn: h.Conn, N: 1, Data: welcome})
+	if f := tc.next(); f["type"] != "welcome" {
+		t.Fatalf("the client got %v, want the relayed welcome", f)
+	}
+	holder.send(relayMsg{Op: opSend, Conn: h.Conn, N: 3, Data: welcome}) // message 2 was lost
+	select {
+	case code := <-tc.closed:
+		if code != StatusServiceRestart {
+			t.Errorf("the client was closed with %d, want 1012", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client was not closed after a gap in the holder's messages")
+	}
+	if d := holder.next(h.Conn); d.Op != opDrop || d.Uncertain {
+		t.Errorf("the holder was told %+v, want a drop (the welcome had reached the client)", d)
+	}
+}
+
+// TestUncertainWelcomeKeepsTheToken covers SPEC 10's rotation where the broker's own relay may
+// have lost a welcome: a resume through an edge rotates the slot's token, and the edge's link
+// breaks before anything reached it. The client holds only the token its hello used, which
+// stays valid beside the new one; a drop after the welcome got through leaves it spent.
+func TestUncertainWelcomeKeepsTheToken(t *testing.T) {
+	for _, uncertain := range []bool{true, false} {
+		n, store := relayNode(t)
+		s, err := n.CreateSession("tenant-t", ModelConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, w := connect(t, n, map[string]any{"session_id": s.ID(), "join_token": s.JoinToken()})
+		host.c.Dropped()
+		token := w["resume_token"].(string)
+		edge := newPeer(t, store, "edge-x", n.addr)
+		edge.send(relayMsg{Op: opHello, Conn: "c1", N: 1, Data: helloData(map[string]any{"role": "host", "session_id": s.ID(), "resume_token": token, "last_seq": 0})})
+		if m := edge.next("c1"); frame(t, m)["type"] != "welcome" {
+			t.Fatalf("the relayed resume: %+v", m)
+		}
+		edge.send(relayMsg{Op: opDrop, Conn: "c1", Uncertain: uncertain})
+		var f map[string]any
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			tc := &testConn{t: t, frames: make(chan map[string]any, 64)}
+			tc.c = n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": s.ID(), "resume_token": token, "last_seq": 0}))
+			// A spent token is refused at once; a kept one only once the session has handled the
+			// drop (on its loop, after the relay's reader), so that one is tried until then.
+			if f = tc.next(); !uncertain || f["type"] == "welcome" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		switch {
+		case uncertain && f["type"] != "welcome":
+			t.Errorf("a resume with the token whose welcome may have been lost: %v, want a welcome", f)
+		case !uncertain && (f["type"] != "error" || f["code"] != string(frames.CodeResumeInvalid)):
+			t.Errorf("a resume with a token whose welcome got through: %v, want resume_invalid", f)
+		}
+	}
+}
+
+// TestReconcileFindsALostChange: a job ends in the store through another node whose change
+// never reaches the session's node (pub/sub lost it). When the node learns its subscription
+// dropped it reconciles: the host gets the job's tool_cancel, once.
+func TestReconcileFindsALostChange(t *testing.T) {
+	n, store := relayNode(t)
+	s, err := n.CreateSession("tenant-t", ModelConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := connect(t, n, map[string]any{"session_id": s.ID(), "join_token": s.JoinToken()})
+	host.declare([]map[string]any{{"name": "export", "description": "d", "parameters": map[string]any{"type": "object"}}})
+	agent, _ := connect(t, n, map[string]any{"role": "agent", "session_id": s.ID(), "join_token": s.JoinToken()})
+	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc1", "call_id": "a1", "conversation_id": "root", "name": "export", "arguments": map[string]any{}})
+	call := host.next()
+	if call["type"] != "tool_call" {
+		t.Fatalf("the host got %v, want the tool_call", call)
+	}
+	j := &jobs.Job{CallID: call["call_id"].(string)}
+	other := jobs.NewEngine(store, jobs.Options{}) // another node's engine, whose change is lost
+	if res, _, err := other.Cancel(context.Background(), s.addr(j.CallID), frames.CancelHostRequest); err != nil || res != frames.CancelResultCancelled {
+		t.Fatalf("the cancel through the other engine: %v, %v", res, err)
+	}
+	n.relayLost()
+	f := host.next()
+	if f["type"] != "tool_cancel" || f["call_id"] != j.CallID {
+		t.Fatalf("after reconciling the host got %v, want the job's tool_cancel", f)
+	}
+	n.reconcileAll()
+	s.post(func() { s.send(host.c.slot, &frames.Error{Code: frames.CodeInternal, Message: "marker"}) })
+	if f := host.next(); f["message"] != "marker" {
+		t.Errorf("reconciling again sent %v, want nothing more", f)
+	}
+}
+
+// closingConn is a testConn that reports its close code.
+type closingConn struct {
+	testConn
+	closed chan int
+}
+
+func (c *closingConn) Close(code int, _ string) {
+	select {
+	case c.closed <- code:
+	default:
+	}
+}
