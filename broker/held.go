@@ -104,6 +104,7 @@ func (s *Session) flushHeld() {
 		return
 	}
 	s.heldRetry = nil
+	s.stopHeldRetry()
 	if state != nil {
 		s.agentSum = sum
 	}
@@ -195,10 +196,16 @@ func (s *Session) retryHeld() {
 		b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 50*time.Millisecond, 2*time.Second, 0
 		s.heldRetry = b
 	}
+	s.stopHeldRetry()
+	s.heldTimer = s.after(s.heldRetry.NextBackOff(), func() {}) // the event's end flushes
+}
+
+// stopHeldRetry stops a pending retry of the journal write (the session ends or leaves).
+func (s *Session) stopHeldRetry() {
 	if s.heldTimer != nil {
 		s.heldTimer.Stop()
+		s.heldTimer = nil
 	}
-	s.heldTimer = s.after(s.heldRetry.NextBackOff(), func() {}) // the event's end flushes
 }
 
 // agentState is the WebSocket text agent's state when it changed since it was last journaled

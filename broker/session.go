@@ -254,6 +254,7 @@ func (s *Session) end(reason frames.EndReason) {
 	}
 	s.flushHeld()
 	s.releaseHeld() // what is still held goes out before session.ended
+	s.stopHeldRetry()
 	s.ended = true
 	if s.text != nil {
 		s.text.ending()
@@ -275,6 +276,9 @@ func (s *Session) end(reason frames.EndReason) {
 	info := &endedSession{tenant: s.tenant, joinHash: s.joinHash, callerHash: s.callerHash, expiredSlots: expired, at: time.Now()}
 	s.node.recordEnded(s.id, info) // before session.ended: a hello on another node right after it knows
 	s.node.ending(s)               // its place in the tenant's quota is free once session.ended is out
+	// On the timeline before session.ended goes out: a client that reads it once it has the
+	// frame finds the entry.
+	s.record(jobs.KindSessionEnd, map[string]any{"reason": string(reason)})
 	for _, sl := range s.slots {
 		if sl.expiry != nil {
 			sl.expiry.Stop()
@@ -286,7 +290,6 @@ func (s *Session) end(reason frames.EndReason) {
 			sl.client = nil
 		}
 	}
-	s.record(jobs.KindSessionEnd, map[string]any{"reason": string(reason)})
 	s.endInfo = info
 	s.node.forget(s, info)
 	s.dropJournal()
@@ -297,6 +300,7 @@ func (s *Session) end(reason frames.EndReason) {
 // shared store (shutdown with the Redis store: SPEC 18).
 func (s *Session) detachAll(code int, reason string) {
 	s.stopIdle()
+	s.stopHeldRetry()
 	if s.voice != nil {
 		s.voice.stop()
 	}
