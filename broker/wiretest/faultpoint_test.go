@@ -47,6 +47,45 @@ func faultNodes(t *testing.T, point string) (a, b *brokertest.Broker, arm func()
 	return a, b, func() { mu.Lock(); armed = true; mu.Unlock() }, reached
 }
 
+// crash is what a fault-point test has once node A died at its point: the session as seen
+// through node B, its agent and host resumed there, and the last seq the host had seen on A.
+type crash struct {
+	onB      *session
+	ag, h    *Conn
+	hostSeen int64
+}
+
+// crashAt starts a session on node A with a host of the deferred tool export (prepared further
+// by before), then runs act, which makes A reach point; A is killed there, and the agent and
+// the host resume on node B once B has taken the session over.
+func crashAt(t *testing.T, point string, before, act func(s *session, h *Conn)) crash {
+	t.Helper()
+	a, b, arm, hit := faultNodes(t, point)
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
+	before(s, h)
+	arm()
+	act(s, h)
+	<-hit
+	a.Kill()
+	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
+	hostToken, hostSeen := h.Welcome.Str("resume_token"), h.LastSeq()
+	onB := s.on(b)
+	ag, _, _ := onB.resumeMoving("agent on B", "agent", agentToken, agentSeen, 15*time.Second)
+	onB.agent = ag
+	h2, _, _ := onB.resumeMoving("host on B", "host", hostToken, hostSeen, 15*time.Second)
+	return crash{onB: onB, ag: ag, h: h2, hostSeen: hostSeen}
+}
+
+// deferred makes the agent call export as a1 and the host defer it under handle; it returns
+// the job's call id once the agent has the background placeholder.
+func deferred(s *session, h *Conn, handle string) string {
+	s.t.Helper()
+	id := s.deferJob(h, "a1", "export", handle, "exporting")
+	s.agent.Expect(TypeWith("agent.tool_result", "call_id", "a1", "kind", "background_placeholder"))
+	return id
+}
+
 // TestKillBetweenTransitionAndFrames covers SPEC 15 at its sharpest point: node A applies a
 // host's result — the job is completed in the store — and dies before the journal has the
 // frames that follow (the agent's completion prompt). No client saw them. Node B takes the
@@ -56,38 +95,24 @@ func faultNodes(t *testing.T, point string) (a, b *brokertest.Broker, arm func()
 // told the call is finished.
 func TestKillBetweenTransitionAndFrames(t *testing.T) {
 	t.Parallel()
-	a, b, arm, hit := faultNodes(t, broker.FaultBeforeJournal)
-	s := newSession(t, a, brokertest.KeyA)
-	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
 	handle := nextID("h-tj-")
-	s.deferJob(h, "a1", "export", handle, "exporting")
-	s.agent.Expect(TypeWith("agent.tool_result", "call_id", "a1", "kind", "background_placeholder"))
-	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
-	hostToken, hostSeen := h.Welcome.Str("resume_token"), h.LastSeq()
-
-	arm()
-	h.Send(map[string]any{"type": "tool_result", "id": "r-1", "handle": handle, "output": "done"})
-	<-hit
-	a.Kill()
-
-	onB := s.on(b)
-	ag, _, _ := onB.resumeMoving("agent on B", "agent", agentToken, agentSeen, 15*time.Second)
-	onB.agent = ag
-	h2, _, _ := onB.resumeMoving("host on B", "host", hostToken, hostSeen, 15*time.Second)
-	h2.Expect("tool_deferred_resume")
+	c := crashAt(t, broker.FaultBeforeJournal, func(s *session, h *Conn) { deferred(s, h, handle) }, func(s *session, h *Conn) {
+		h.Send(map[string]any{"type": "tool_result", "id": "r-1", "handle": handle, "output": "done"})
+	})
+	c.h.Expect("tool_deferred_resume")
 	completion := func(f Frame) bool {
 		return f.Type == "agent.prompt" && strings.Contains(f.Str("text"), "`a1` completed")
 	}
-	ag.Expect(completion)
-	ag.Absent(500*time.Millisecond, completion)
-	if r := onB.waitResult("a1"); r.Str("kind") != "result" || !strings.HasSuffix(r.Str("content"), "done") {
+	c.ag.Expect(completion)
+	c.ag.Absent(500*time.Millisecond, completion)
+	if r := c.onB.waitResult("a1"); r.Str("kind") != "result" || !strings.HasSuffix(r.Str("content"), "done") {
 		t.Errorf("SPEC 13, 15: the wait on B: %s, want the result done", r)
 	}
-	if r := onB.waitResult("a1"); !strings.Contains(r.Str("content"), "error: Tool call result already consumed") {
+	if r := c.onB.waitResult("a1"); !strings.Contains(r.Str("content"), "error: Tool call result already consumed") {
 		t.Errorf("SPEC 13: a second wait on B: %s, want already consumed", r)
 	}
-	h2.Send(map[string]any{"type": "tool_result", "id": "r-2", "handle": handle, "output": "done"})
-	if e := h2.Expect(TypeWith("error", "ref", "r-2")); e.Str("code") != "call_finished" {
+	c.h.Send(map[string]any{"type": "tool_result", "id": "r-2", "handle": handle, "output": "done"})
+	if e := c.h.Expect(TypeWith("error", "ref", "r-2")); e.Str("code") != "call_finished" {
 		t.Errorf("SPEC 5: the host's result sent again on B: %s, want call_finished", e)
 	}
 }
@@ -98,37 +123,45 @@ func TestKillBetweenTransitionAndFrames(t *testing.T) {
 // the agent one answer to its cancel and one result; nothing is made twice.
 func TestKillBetweenJournalAndSend(t *testing.T) {
 	t.Parallel()
-	a, b, arm, hit := faultNodes(t, broker.FaultBeforeSend)
-	s := newSession(t, a, brokertest.KeyA)
-	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
-	handle := nextID("h-js-")
-	callID := s.deferJob(h, "a1", "export", handle, "exporting")
-	s.agent.Expect(TypeWith("agent.tool_result", "call_id", "a1", "kind", "background_placeholder"))
-	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
-	hostToken, hostSeen := h.Welcome.Str("resume_token"), h.LastSeq()
-
-	arm()
-	s.agentCall("c1", "cancel", map[string]any{"tool_call_id": "a1"})
-	<-hit
-	a.Kill()
-
-	onB := s.on(b)
-	ag, _, _ := onB.resumeMoving("agent on B", "agent", agentToken, agentSeen, 15*time.Second)
-	onB.agent = ag
-	h2, _, _ := onB.resumeMoving("host on B", "host", hostToken, hostSeen, 15*time.Second)
+	var callID string
+	c := crashAt(t, broker.FaultBeforeSend, func(s *session, h *Conn) { callID = deferred(s, h, nextID("h-js-")) }, func(s *session, h *Conn) {
+		s.agentCall("c1", "cancel", map[string]any{"tool_call_id": "a1"})
+	})
 	cancel := TypeWith("tool_cancel", "call_id", callID)
-	if tc := h2.Expect(cancel); tc.Int("seq") != hostSeen+1 {
-		t.Errorf("SPEC 10, 15: the journaled tool_cancel replayed as %s, want seq %d", tc, hostSeen+1)
+	if tc := c.h.Expect(cancel); tc.Int("seq") != c.hostSeen+1 {
+		t.Errorf("SPEC 10, 15: the journaled tool_cancel replayed as %s, want seq %d", tc, c.hostSeen+1)
 	}
-	h2.Absent(time.Second, cancel)
+	c.h.Absent(time.Second, cancel)
 	answer := TypeWith("agent.tool_result", "call_id", "c1")
-	if r := ag.Expect(answer); r.Str("content") != "Tool cancellation requested" {
+	if r := c.ag.Expect(answer); r.Str("content") != "Tool cancellation requested" {
 		t.Errorf("SPEC 13: the cancel's answer replayed: %s", r)
 	}
-	if r := onB.waitResult("a1"); !strings.Contains(r.Str("content"), "error: Tool call canceled") {
+	if r := c.onB.waitResult("a1"); !strings.Contains(r.Str("content"), "error: Tool call canceled") {
 		t.Errorf("SPEC 13: the wait on B: %s, want the cancelled result", r)
 	}
-	ag.Absent(500*time.Millisecond, answer)
+	c.ag.Absent(500*time.Millisecond, answer)
+}
+
+// TestKillInTheEventThatStartsACall: node A makes the job of an agent call — its tool_call is
+// journaled with the job's transition — and dies before the journal has the text agent's state
+// that knows the call. Node B adopts the open job as the agent's call:
+// the host's result reaches the agent as the call's answer, and the agent sending the call
+// again (it never got an answer) is told the id is used, so no second job is made.
+func TestKillInTheEventThatStartsACall(t *testing.T) {
+	t.Parallel()
+	c := crashAt(t, broker.FaultBeforeJournal, func(*session, *Conn) {}, func(s *session, h *Conn) {
+		s.agentCall("a1", "export", map[string]any{"n": "a1"})
+	})
+	callID := c.h.Expect(callFor("a1")).Str("call_id") // on B: in the journal since the job's transition
+	c.onB.agentCall("a1", "export", map[string]any{"n": "a1"})
+	if e := c.ag.Expect("error"); e.Str("code") != "bad_frame" || !strings.Contains(e.Str("message"), `"a1" is already used`) {
+		t.Errorf("SPEC 13: the agent's call sent again on B: %s, want bad_frame (its id is used)", e)
+	}
+	c.h.Send(map[string]any{"type": "tool_result", "id": "r-1", "call_id": callID, "output": "done"})
+	if r := c.onB.agentResult("a1"); r.Str("kind") != "result" || !strings.HasSuffix(r.Str("content"), "done") {
+		t.Errorf("SPEC 13, 15: the adopted call's answer on B: %s, want the result done", r)
+	}
+	c.h.Absent(500*time.Millisecond, callFor("a1"))
 }
 
 // TestRelayNoticesDeadHolder covers SPEC 15's relay when the holder dies: a host connected to
@@ -151,7 +184,8 @@ func TestRelayNoticesDeadHolder(t *testing.T) {
 // TestRelayAcrossRedisRestart covers SPEC 15's relay through a Redis restart: a host connected
 // to node B for a session node A holds is relayed through Redis pub/sub, which loses what is
 // published while it is down. Both nodes hear their inboxes drop; B closes the host with 1012.
-// The host resumes (retrying while Redis comes back) and finds every frame after its last_seq:
+// A resume while Redis is down is told to try again (whether the session exists cannot be
+// told). The host resumes (retrying while Redis comes back) and finds every frame after its last_seq:
 // nothing it was sent is lost, and a call made after the restart reaches it and its result
 // reaches the agent.
 func TestRelayAcrossRedisRestart(t *testing.T) {
@@ -173,6 +207,13 @@ func TestRelayAcrossRedisRestart(t *testing.T) {
 	srv.Kill()
 	if st, err := h.WaitClosed(10 * time.Second); err != nil || st != broker.StatusServiceRestart {
 		t.Fatalf("SPEC 15: the relayed host while Redis is down: close %v, %v; want 1012", st, err)
+	}
+	// Where the session is cannot be told while Redis is down: not not_found, but try again.
+	down := Dial(t, b.WSURL, "host while Redis is down")
+	down.SendHello(map[string]any{"id": nextID("resume-"), "role": "host", "session_id": s.sid, "resume_token": token, "last_seq": h.LastSeq()})
+	if w := down.Expect(func(f Frame) bool { return f.Type == "welcome" || f.Type == "error" }); w.Type != "error" ||
+		w.Str("code") != "internal" || !w.Bool("retryable") {
+		t.Errorf("SPEC 2.1, 15: a resume while Redis is down: %s, want a retryable internal error", w)
 	}
 	srv.Restart()
 	var h2 *Conn

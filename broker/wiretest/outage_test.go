@@ -1,6 +1,7 @@
 package wiretest
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,14 @@ func TestRedisOutage(t *testing.T) {
 	// the session over would lack.
 	srv.Kill()
 	h.Send(map[string]any{"type": "tool_result", "id": "res-1", "handle": "h-export", "output": "done"})
-	h.Absent(8*time.Second, TypeWith("error", "ref", "res-1")) // past the engine's retries (3 s each)
+	// Redis stays down until the broker has made the refusal (it counts the error frame as it
+	// enters the outbox); none reaches the host before Redis is back.
+	for deadline := time.Now().Add(30 * time.Second); internalErrors(t, b) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the broker made no refusal of the result within 30 s of Redis going down")
+		}
+	}
+	h.Absent(300*time.Millisecond, TypeWith("error", "ref", "res-1"))
 	srv.Restart()
 	e := h.ExpectWithin(10*time.Second, TypeWith("error", "ref", "res-1"))
 	if e.Str("code") != "internal" || !e.Bool("retryable") || e.Str("handle") != "h-export" {
@@ -66,4 +74,18 @@ func TestRedisOutage(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// internalErrors is how many error frames of code internal the broker made so far (its
+// /metrics, which needs no store).
+func internalErrors(t *testing.T, b *brokertest.Broker) int {
+	t.Helper()
+	_, _, body := HTTPDo(t, "GET", b.URL+"/metrics", "", "", "")
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, `backchannel_error_frames_total{code="internal"} `); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -210,5 +211,51 @@ func TestKeysShareTheTenantHashTag(t *testing.T) {
 		if !strings.HasPrefix(rest, "{t:acme}:") && !strings.HasPrefix(rest, "{t:globex}:") {
 			t.Fatalf("key %q does not start with its tenant's hash tag", k)
 		}
+	}
+}
+
+// TestInboxHearsItLostMessages restarts redis-server under a node's inbox and the change
+// subscription (SPEC 15: pub/sub loses what is published while a subscriber is away): each
+// says so — lost is called when the connection fails and again once it listens again — and
+// messages sent after that arrive. A send to an inbox nobody listens to is ErrNotListening.
+func TestInboxHearsItLostMessages(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{AOF: true})
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = client.Close() })
+	s := newStoreWithPrefix(t, client, redistest.Prefix(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan string, 16)
+	inboxLost, changesLost := make(chan struct{}, 16), make(chan struct{}, 16)
+	if err := s.NodeInbox(ctx, "node-a", func(m []byte) { got <- string(m) }, func() { inboxLost <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SubscribeChanges(ctx, func(jobs.Change) {}, func() { changesLost <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	srv.Restart()
+	for name, ch := range map[string]chan struct{}{"inbox": inboxLost, "changes": changesLost} {
+		for i := range 2 { // the failure, then listening again
+			select {
+			case <-ch:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the %s subscription across a Redis restart: lost called %d times, want 2 (failed, listening again)", name, i)
+			}
+		}
+	}
+	if err := s.SendToNode(ctx, "node-a", []byte("after")); err != nil {
+		t.Fatalf("SendToNode once the inbox listens again: %v", err)
+	}
+	select {
+	case m := <-got:
+		if m != "after" {
+			t.Errorf("the inbox got %q, want after", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the inbox got nothing after the restart")
+	}
+	if err := s.SendToNode(ctx, "node-b", []byte("x")); !errors.Is(err, jobs.ErrNotListening) {
+		t.Errorf("SendToNode to a node that does not listen: %v, want ErrNotListening", err)
 	}
 }
