@@ -260,7 +260,7 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 			return nil, false, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", h.SessionID)
 		}
 		if held {
-			return nil, false, moving(h.SessionID)
+			return nil, false, n.tryLater(h.SessionID)
 		}
 		return nil, false, notFound()
 	}
@@ -294,7 +294,7 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 	} else if e := n.endedInfo(h.SessionID); e != nil {
 		tenant, joinHash, callerHash, ended, exists = e.tenant, e.joinHash, e.callerHash, true, true
 	} else if held {
-		return nil, false, moving(h.SessionID)
+		return nil, false, n.tryLater(h.SessionID)
 	}
 	if !exists && !n.storeReachable() {
 		return nil, false, storeUnavailable() // whether it exists cannot be told now
@@ -404,7 +404,7 @@ func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, 
 		s.agent = sl
 		s.text = newTextAgent(s, sl)
 	}
-	c, e := s.connect(sl, tr, created, h.ID)
+	c, e := s.connect(sl, tr, created, h.ID, [32]byte{})
 	if e != nil {
 		delete(s.slots, sl.id)
 		switch sl {
@@ -452,11 +452,17 @@ func (s *Session) callerUp(sl *Slot) {
 }
 
 // connect gives slot sl the connection tr: a fresh resume token, and the welcome answering the
-// hello whose id is ref (SPEC 2: every answer carries ref).
-func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string) (*Client, *frames.Error) {
+// hello whose id is ref (SPEC 2: every answer carries ref). used is the hash of the token a
+// resuming hello presented (zero for a new slot): for a relayed connection it stays valid
+// until the welcome is confirmed (welcomeConfirmed) — the same token through any number of
+// lost welcomes.
+func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string, used [32]byte) (*Client, *frames.Error) {
 	token, hash := newResumeToken(sl.id)
 	prev, prevHash, prevOK := sl.tokenHash, sl.prevHash, sl.prevOK
-	sl.tokenHash, sl.prevHash, sl.prevOK = hash, prev, false
+	// A relayed connection's welcome may be lost between the nodes (a Redis restart): until
+	// its edge confirms it (welcomeConfirmed), the hello's token stays valid too.
+	_, relayed := tr.(*remoteConn)
+	sl.tokenHash, sl.prevHash, sl.prevOK = hash, used, relayed && used != [32]byte{}
 	if err := s.saveJournal(); err != nil { // the token's hash, before the token goes out
 		sl.tokenHash, sl.prevHash, sl.prevOK = prev, prevHash, prevOK
 		return nil, storeUnavailable()
@@ -483,19 +489,25 @@ func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string) (*Cl
 	return c, nil
 }
 
-// welcomeUncertain: the connection c was dropped by the broker's own relay (its link broke)
-// before anything showed that its welcome reached the client, so the client may still hold only
-// the token that hello used. That token stays valid too, beside the new one, until either is
-// used (SPEC 10's rotation is kept for every welcome a client may have read).
-func (s *Session) welcomeUncertain(c *Client) {
+// welcomeConfirmed: the edge of the relayed connection c wrote its welcome to the client, so
+// the token the hello used is spent (until then it stays valid beside the new one, for a slot
+// whose connection is gone: SPEC 10's rotation is kept for every welcome a client received).
+func (s *Session) welcomeConfirmed(c *Client) {
 	sl := c.slot
-	if sl == nil || sl.client != c || s.ended {
+	if sl == nil || sl.client != c || s.ended || !sl.prevOK {
 		return
 	}
-	sl.prevOK = sl.prevHash != [32]byte{}
-	if sl.prevOK {
-		_ = s.saveJournal()
+	sl.prevOK = false
+	_ = s.saveJournal()
+}
+
+// tryLater answers a hello for a session this node could not claim yet (Node.claim): another
+// node's lease still runs (moving), or the store did not answer.
+func (n *Node) tryLater(id string) *frames.Error {
+	if !n.storeReachable() {
+		return storeUnavailable()
 	}
+	return moving(id)
 }
 
 // storeReachable reports whether the node's store answers a ping now (always, for a store
@@ -535,7 +547,7 @@ func (s *Session) resume(h *frames.Hello, tr Transport) (*Client, *frames.Error)
 	}
 	hash := hashToken(secret)
 	if subtle.ConstantTimeCompare(hash[:], sl.tokenHash[:]) != 1 &&
-		(!sl.prevOK || subtle.ConstantTimeCompare(hash[:], sl.prevHash[:]) != 1) {
+		(!sl.prevOK || sl.client != nil || subtle.ConstantTimeCompare(hash[:], sl.prevHash[:]) != 1) {
 		return nil, frames.Errorf(frames.CodeResumeInvalid, "resume_token was already used or is not valid")
 	}
 	replay, ok := sl.out.since(h.LastSeq)
@@ -543,7 +555,7 @@ func (s *Session) resume(h *frames.Hello, tr Transport) (*Client, *frames.Error)
 		return nil, frames.Errorf(frames.CodeResumeInvalid, "frames lost: last_seq %d is older than what the outbox still holds", h.LastSeq)
 	}
 	old := sl.client
-	c, e := s.connect(sl, tr, false, h.ID)
+	c, e := s.connect(sl, tr, false, h.ID, hash)
 	if e != nil {
 		return nil, e
 	}

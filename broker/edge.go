@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
@@ -89,12 +92,25 @@ func (e *edgeConn) broken(reason string) {
 	}
 	e.forget()
 	e.tr.Close(StatusServiceRestart, reason)
-	got := e.got.Load() // nothing from the holder yet: the welcome never reached the client
-	go func() {         // not on the inbox's goroutine: the store may be slow to refuse it
-		if err := e.n.sendTo(e.holder, relayMsg{Op: opDrop, Conn: e.conn, Uncertain: got == 0}); err != nil {
-			e.n.log.Debug("broker: telling the session's node of a broken relay", "session", e.session, "err", err)
+	go e.tellDropped() // not on the inbox's goroutine: the store may be slow to refuse it
+}
+
+// tellDropped tells the holder the connection dropped, trying again for a while while the
+// store does not take it (a Redis restart broke the link): a holder that never hears of it
+// would keep the slot attached to a connection that is gone.
+func (e *edgeConn) tellDropped() {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxElapsedTime = 100*time.Millisecond, 30*time.Second
+	err := backoff.Retry(func() error {
+		err := e.n.sendTo(e.holder, relayMsg{Op: opDrop, Conn: e.conn})
+		if errors.Is(err, jobs.ErrNotListening) {
+			return backoff.Permanent(err) // the holder is gone: its drops do not matter
 		}
-	}()
+		return err
+	}, backoff.WithContext(b, e.n.ctx))
+	if err != nil {
+		e.n.log.Debug("broker: telling the session's node of a broken relay", "session", e.session, "err", err)
+	}
 }
 
 // dropped: the client's connection is gone.
@@ -132,6 +148,9 @@ func (n *Node) toEdge(m relayMsg) {
 		return
 	}
 	e.got.Store(m.N)
+	if m.N == 1 && m.Op == opSend {
+		defer func() { go e.forward(relayMsg{Op: opAck}) }() // once the welcome is written
+	}
 	switch m.Op {
 	case opSend:
 		e.tr.Send(m.Data)

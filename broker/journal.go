@@ -150,7 +150,7 @@ func (n *Node) sweepOrphans() {
 }
 
 // takeOver takes a journaled session whose node died and returns it as a parked session, or
-// nil (held: another node's lease still runs).
+// nil (held: another node's lease still runs, or the journal could not be read).
 func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedState, held bool) {
 	if n.journal == nil {
 		return nil, nil, false
@@ -169,10 +169,11 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 		if errors.Is(err, jobs.ErrLeaseHeld) {
 			return nil, nil, true
 		}
-		if !errors.Is(err, jobs.ErrNotFound) {
-			n.log.Error("broker: taking over a session", "session", id, "err", err)
+		if errors.Is(err, jobs.ErrNotFound) {
+			return nil, nil, false
 		}
-		return nil, nil, false
+		n.log.Error("broker: taking over a session", "session", id, "err", err)
+		return nil, nil, true
 	}
 	st = &parkedState{}
 	if err := json.Unmarshal(js.Record, st); err != nil {

@@ -212,8 +212,9 @@ func (n *Node) takeBack(tenant, id string) *Session {
 	return s
 }
 
-// claim is takeBack that also reports whether another node's lease on the session still runs
-// (its node may have died: then the session is free once the lease runs out).
+// claim is takeBack that also reports whether the client should try again later: another
+// node's lease on the session still runs (its node may have died: then the session is free
+// once the lease runs out), or the store could not be read (the session may well exist).
 func (n *Node) claim(tenant, id string) (*Session, bool) {
 	pk, ok := n.store.(jobs.SessionParking)
 	if !ok {
@@ -246,7 +247,7 @@ func (n *Node) claim(tenant, id string) (*Session, bool) {
 		}
 	default:
 		n.log.Error("broker: taking back a parked session", "session", id, "err", err)
-		return nil, false
+		return nil, true
 	}
 	s := n.restore(p, st)
 	n.mu.Lock()

@@ -153,6 +153,9 @@ func TestRelayGapOnTheEdge(t *testing.T) {
 	if f := tc.next(); f["type"] != "welcome" {
 		t.Fatalf("the client got %v, want the relayed welcome", f)
 	}
+	if a := holder.next(h.Conn); a.Op != opAck || a.N != 2 {
+		t.Fatalf("after the welcome the holder was told %+v, want ack as message 2", a)
+	}
 	holder.send(relayMsg{Op: opSend, Conn: h.Conn, N: 3, Data: welcome}) // message 2 was lost
 	select {
 	case code := <-tc.closed:
@@ -162,17 +165,17 @@ func TestRelayGapOnTheEdge(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the client was not closed after a gap in the holder's messages")
 	}
-	if d := holder.next(h.Conn); d.Op != opDrop || d.Uncertain {
-		t.Errorf("the holder was told %+v, want a drop (the welcome had reached the client)", d)
+	if d := holder.next(h.Conn); d.Op != opDrop {
+		t.Errorf("the holder was told %+v, want the drop", d)
 	}
 }
 
-// TestUncertainWelcomeKeepsTheToken covers SPEC 10's rotation where the broker's own relay may
-// have lost a welcome: a resume through an edge rotates the slot's token, and the edge's link
-// breaks before anything reached it. The client holds only the token its hello used, which
-// stays valid beside the new one; a drop after the welcome got through leaves it spent.
-func TestUncertainWelcomeKeepsTheToken(t *testing.T) {
-	for _, uncertain := range []bool{true, false} {
+// TestRelayedWelcomeKeepsTheTokenUntilAcked covers SPEC 10's rotation where the relay between
+// nodes may lose a welcome (a Redis restart): a resume through an edge rotates the slot's
+// token, and until the edge confirms it wrote the welcome to its client, the token the hello
+// used stays valid for a resume once that connection is gone. Once confirmed it is spent.
+func TestRelayedWelcomeKeepsTheTokenUntilAcked(t *testing.T) {
+	for _, acked := range []bool{false, true} {
 		n, store := relayNode(t)
 		s, err := n.CreateSession("tenant-t", ModelConfig{})
 		if err != nil {
@@ -186,23 +189,19 @@ func TestUncertainWelcomeKeepsTheToken(t *testing.T) {
 		if m := edge.next("c1"); frame(t, m)["type"] != "welcome" {
 			t.Fatalf("the relayed resume: %+v", m)
 		}
-		edge.send(relayMsg{Op: opDrop, Conn: "c1", Uncertain: uncertain})
-		var f map[string]any
-		for deadline := time.Now().Add(5 * time.Second); ; {
-			tc := &testConn{t: t, frames: make(chan map[string]any, 64)}
-			tc.c = n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": s.ID(), "resume_token": token, "last_seq": 0}))
-			// A spent token is refused at once; a kept one only once the session has handled the
-			// drop (on its loop, after the relay's reader), so that one is tried until then.
-			if f = tc.next(); !uncertain || f["type"] == "welcome" || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		if acked {
+			edge.send(relayMsg{Op: opAck, Conn: "c1", N: 2})
 		}
+		edge.send(relayMsg{Op: opDrop, Conn: "c1"})
+		waitDetached(t, s, host.c.slot)
+		tc := &testConn{t: t, frames: make(chan map[string]any, 64)}
+		tc.c = n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": s.ID(), "resume_token": token, "last_seq": 0}))
+		f := tc.next()
 		switch {
-		case uncertain && f["type"] != "welcome":
-			t.Errorf("a resume with the token whose welcome may have been lost: %v, want a welcome", f)
-		case !uncertain && (f["type"] != "error" || f["code"] != string(frames.CodeResumeInvalid)):
-			t.Errorf("a resume with a token whose welcome got through: %v, want resume_invalid", f)
+		case !acked && f["type"] != "welcome":
+			t.Errorf("a resume with the token whose relayed welcome was never confirmed: %v, want a welcome", f)
+		case acked && (f["type"] != "error" || f["code"] != string(frames.CodeResumeInvalid)):
+			t.Errorf("a resume with a token whose relayed welcome was confirmed: %v, want resume_invalid", f)
 		}
 	}
 }
@@ -238,6 +237,22 @@ func TestReconcileFindsALostChange(t *testing.T) {
 	s.post(func() { s.send(host.c.slot, &frames.Error{Code: frames.CodeInternal, Message: "marker"}) })
 	if f := host.next(); f["message"] != "marker" {
 		t.Errorf("reconciling again sent %v, want nothing more", f)
+	}
+}
+
+// waitDetached waits until the session has handled the drop of sl's connection (it looks on
+// the session's loop, where the drop is handled).
+func waitDetached(t *testing.T, s *Session, sl *Slot) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		gone := make(chan bool, 1)
+		s.post(func() { gone <- sl.client == nil })
+		if <-gone {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session never handled the relayed connection's drop")
+		}
 	}
 }
 

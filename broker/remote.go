@@ -30,8 +30,6 @@ type relayMsg struct {
 	// N numbers the messages of one connection in one direction, from 1 (the hello), so that
 	// a message the store lost is noticed at the next one (opDrop and opPing carry none).
 	N int64 `json:"n,omitempty"`
-	// Uncertain (opDrop): the link broke before anything showed the client got its welcome.
-	Uncertain bool `json:"uncertain,omitempty"`
 }
 
 // The ops of relayMsg: edge → holder, then holder → edge.
@@ -41,6 +39,9 @@ const (
 	opAudio     = "audio"
 	opOversized = "oversized"
 	opDrop      = "drop"
+	// opAck: the edge wrote the holder's first message — the welcome — to its client (until
+	// then the token the hello used stays valid too: Session.welcomeConfirmed).
+	opAck = "ack"
 
 	opSend      = "send"
 	opSendAudio = "send_audio"
@@ -66,7 +67,7 @@ func (n *Node) inbox(b []byte) {
 		return
 	}
 	switch m.Op {
-	case opHello, opFrame, opAudio, opOversized, opDrop:
+	case opHello, opFrame, opAudio, opOversized, opDrop, opAck:
 		n.toRemote(m)
 	case opSend, opSendAudio, opClose, opAbort:
 		n.toEdge(m)
@@ -126,7 +127,7 @@ func (n *Node) toRemote(m relayMsg) {
 			// not known, so it resumes and sends again what got no answer.
 			n.log.Warn("broker: a relayed connection lost messages from its edge; the client resumes",
 				"edge", m.From, "got", m.N, "want", rc.got+1)
-			rc.breakLink("relay lost frames")
+			rc.Close(StatusServiceRestart, "relay lost frames")
 			return
 		}
 		rc.got = m.N
@@ -172,11 +173,10 @@ func (rc *remoteConn) run() {
 			c.ReceiveAudio(m.Data)
 		case m.Op == opOversized:
 			c.Oversized(m.Size, m.Ref)
+		case m.Op == opAck:
+			s := c.session
+			s.post(func() { s.welcomeConfirmed(c) })
 		case m.Op == opDrop:
-			if m.Uncertain && c.session != nil {
-				s := c.session
-				s.post(func() { s.welcomeUncertain(c) })
-			}
 			c.Dropped()
 			return
 		}
@@ -195,19 +195,6 @@ func (rc *remoteConn) Close(code int, reason string) {
 	rc.enqueue(relayMsg{Op: opClose, Code: code, Reason: reason})
 	rc.closing.Store(true)
 	rc.stop()
-}
-
-// breakLink closes a relayed connection whose link broke: with 1012 to the edge, if it still
-// hears, and, when nothing came from the edge after its hello, as a drop whose welcome may not
-// have reached the client (Session.welcomeUncertain).
-func (rc *remoteConn) breakLink(reason string) {
-	if rc.got <= 1 && !rc.closing.Load() {
-		select { // ahead of Close's own drop, which run then never reads
-		case rc.in <- relayMsg{Op: opDrop, Uncertain: true}:
-		default:
-		}
-	}
-	rc.Close(StatusServiceRestart, reason)
 }
 
 // stop ends run without waiting for the edge's drop.
@@ -347,7 +334,7 @@ func (n *Node) relayLost() {
 	}
 	for _, rcs := range n.remotesByEdge() {
 		for _, rc := range rcs {
-			rc.breakLink("relay interrupted")
+			rc.Close(StatusServiceRestart, "relay interrupted")
 		}
 	}
 	n.reconcileAll()
