@@ -276,10 +276,12 @@ func (n *Node) holderAlive(id string) bool {
 
 // frameOut prepares slot sl's next frame to be appended to the journal by the transition that
 // causes it (jobs.FrameOut: the tool_call of a new job, the ack of a defer), or returns nil when
-// the session is not journaled. render encodes the frame, seq included, from the operation's
+// the session is not journaled or earlier frames of the slot are not yet. render encodes the frame, seq included, from the operation's
 // outcome. Nothing may enter the slot's outbox between this and sendOut.
 func (s *Session) frameOut(sl *Slot, render func(seq int64, outcome any) []byte) *jobs.FrameOut {
-	if s.node.journal == nil || !s.journaled.Load() {
+	if s.node.journal == nil || !s.journaled.Load() || s.heldFrom(sl) != 0 {
+		// Not while frames of the slot wait for the journal (held.go): an outbox stream takes
+		// its seqs in order, so this one goes with them, at the event's end.
 		return nil
 	}
 	seq := sl.out.next

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -239,6 +240,15 @@ func (n *Node) claim(tenant, id string) (*Session, bool) {
 		if err := json.Unmarshal(p.State, st); err != nil {
 			n.log.Error("broker: decoding a parked session", "session", id, "err", err)
 			return nil, false
+		}
+		if n.journal != nil {
+			// The parking node's journal may outlive its park (it drops it after parking): this
+			// node journals the session afresh, its outboxes from the parked state's seqs.
+			ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
+			if err := n.journal.DropSession(ctx, "", p.Tenant, id); err != nil {
+				n.log.Warn("broker: dropping the journal of a parked session", "session", id, "err", err)
+			}
+			cancel()
 		}
 	case errors.Is(err, jobs.ErrNotFound):
 		var held bool

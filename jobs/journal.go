@@ -25,7 +25,7 @@ type SessionJournal interface {
 	// writing nothing, when node no longer holds the session's lease (another node took it
 	// over, or the journal was dropped). Writing a frame the outbox already has under its seq,
 	// with the same bytes, is no error (a retry of a write whose answer was lost); with other
-	// bytes it is, and nothing is written.
+	// bytes it is, and nothing is written; so is a frame that would leave a gap in its outbox.
 	AppendFrames(ctx context.Context, node, tenant, id string, w JournalWrite) error
 	// RenewLeases renews, for ttl, node's leases on the tenant's sessions ids and returns the
 	// ids whose lease another node holds now, or nobody (they are no longer node's).

@@ -76,13 +76,16 @@ func TestRedisOutage(t *testing.T) {
 	})
 }
 
-// internalErrors is how many error frames of code internal the broker made so far (its
-// /metrics, which needs no store).
-func internalErrors(t *testing.T, b *brokertest.Broker) int {
+// internalErrors is how many error frames of code internal the broker made so far.
+func internalErrors(t *testing.T, b *brokertest.Broker) int { return errorFrames(t, b, "internal") }
+
+// errorFrames is how many error frames of code the broker made so far (its /metrics, which
+// needs no store).
+func errorFrames(t *testing.T, b *brokertest.Broker, code string) int {
 	t.Helper()
 	_, _, body := HTTPDo(t, "GET", b.URL+"/metrics", "", "", "")
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, `backchannel_error_frames_total{code="internal"} `); ok {
+		if v, ok := strings.CutPrefix(line, `backchannel_error_frames_total{code="`+code+`"} `); ok {
 			n, _ := strconv.Atoi(strings.TrimSpace(v))
 			return n
 		}

@@ -66,7 +66,7 @@ func (s *Store) AppendFrames(ctx context.Context, node, tenant, id string, w job
 	case "lost":
 		return jobs.ErrLeaseLost
 	case "taken":
-		return fmt.Errorf("redisstore: journal frames: a seq of the outbox holds another frame already")
+		return fmt.Errorf("redisstore: journal frames: the seqs do not follow the outbox's (another frame there, or a gap)")
 	}
 	return nil
 }

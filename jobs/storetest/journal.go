@@ -55,6 +55,9 @@ func RunJournal(t *testing.T, newStore Factory) {
 		{Slot: "sl1", Seq: 4, Data: frame("sl1", 4)}, {Slot: "sl1", Seq: 5, Data: frame("sl1", 5)}}}); err != nil {
 		t.Errorf("AppendFrames again of frames the outbox has: %v, want no error", err)
 	}
+	if err := put("node-1", "sl1", 7, frame("sl1", 7), false, 100); err == nil {
+		t.Error("AppendFrames past the outbox's next seq (a gap): no error")
+	}
 	// A node that does not hold the session writes nothing: neither frames nor agent state.
 	err := j.AppendFrames(ctx, "node-2", tenantA, id, jobs.JournalWrite{Max: 100, AgentState: []byte(`{"agent":"node-2"}`),
 		Frames: []jobs.JournalFrameWrite{{Slot: "sl1", Seq: 6, Data: frame("sl1", 6)}}})

@@ -9,27 +9,32 @@
 -- ARGV[4] the agent state, "" when unchanged
 -- ARGV[5..] per frame, in the order of KEYS[2..]: seq, data, "r" for a replacement or ""
 -- Reply: 1; "lost" (nothing written) when the record's holder is not the node; "taken" (nothing
--- written) when a frame's seq holds other bytes already.
+-- written) when a frame's seq holds other bytes already, or is missing below the outbox's
+-- newest, or is past its next: an outbox never gets a gap.
 if redis.call('HGET', KEYS[1], 'n') ~= ARGV[1] then
   return 'lost'
 end
-local top = {} -- each outbox's newest seq before this write
+local nxt = {} -- each outbox's next seq (0: empty, any seq may start it)
 local skip = {}
 for i = 2, #KEYS do
   local b = 5 + (i - 2) * 3
   if ARGV[b + 2] ~= 'r' then
     local k = KEYS[i]
-    if top[k] == nil then
+    if nxt[k] == nil then
       local last = redis.call('XREVRANGE', k, '+', '-', 'COUNT', 1)[1]
-      top[k] = last and tonumber(string.match(last[1], '^(%d+)')) or 0
+      nxt[k] = last and tonumber(string.match(last[1], '^(%d+)')) + 1 or 0
     end
     local seq = tonumber(ARGV[b])
-    if seq <= top[k] then
+    if nxt[k] ~= 0 and seq < nxt[k] then
       local e = redis.call('XRANGE', k, ARGV[b] .. '-0', ARGV[b] .. '-0')[1]
-      if e and e[2][2] ~= ARGV[b + 1] then
-        return 'taken'
+      if not e or e[2][2] ~= ARGV[b + 1] then
+        return 'taken' -- another frame there, or a later seq written first
       end
-      skip[i] = true -- written already (or trimmed since: older than what is kept)
+      skip[i] = true -- written already
+    elseif nxt[k] ~= 0 and seq > nxt[k] then
+      return 'taken' -- it would leave a gap
+    else
+      nxt[k] = seq + 1
     end
   end
 end
