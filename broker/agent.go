@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,6 +58,30 @@ func (t *textAgent) Send(f frames.Frame) {
 	}
 }
 
+// madeBefore answers a WebSocket agent's call whose job exists already (its broker call id is
+// derived from the call, jobs.DerivedCallID): the agent sent it again because the node that made
+// the job died before the agent heard of it (SPEC 15), and the node that took the session over
+// found no open job to adopt — the job ended in between. The call is that job, never a second
+// one: the agent hears of its end as of any call's.
+func (t *textAgent) madeBefore(nc jobs.NewCall) (string, string) {
+	s := t.s
+	j, err := s.engine().Reload(s.ctx(), s.addr(nc.CallID))
+	if err != nil || j.ConversationID != nc.ConversationID || j.AgentCallID != nc.AgentCallID {
+		return "", "Tool call could not be started: the job store failed"
+	}
+	s.node.log.Info("broker: an agent call sent again names the job made before a takeover",
+		"session", s.id, "call_id", j.CallID, "state", j.State)
+	if j.State.Terminal() {
+		s.post(func() {
+			if !s.ended && s.text == t {
+				s.agentDirty = true
+				agentCallEnded(t.a, j)
+			}
+		})
+	}
+	return j.CallID, ""
+}
+
 // StartCall implements textagent.Env: the checks of SPEC 4 before dispatch, then the job.
 func (t *textAgent) StartCall(r textagent.CallRequest) (string, string) {
 	s := t.s
@@ -71,10 +96,15 @@ func (t *textAgent) StartCall(r textagent.CallRequest) (string, string) {
 		AgentCallID: r.CallID, ParentCallID: r.ParentCallID}
 	if t.port != nil {
 		nc.CallID = r.CallID // an MCP client's id of a call is its broker call id (SPEC 14)
+	} else {
+		nc.CallID = jobs.DerivedCallID(s.id, t.slot.id, r.ConversationID, r.CallID)
 	}
 	if r.Local {
 		nc.Local, nc.Tool = true, jobs.Tool{Name: r.Name}
 		j, err := s.engine().Call(s.ctx(), nc)
+		if errors.Is(err, jobs.ErrCallExists) && t.port == nil {
+			return t.madeBefore(nc)
+		}
 		if err != nil {
 			return "", "Tool call could not be started: the job store failed"
 		}
@@ -91,6 +121,9 @@ func (t *textAgent) StartCall(r textagent.CallRequest) (string, string) {
 	nc.Slot, nc.Tool = sl.id, tool.Job
 	nc.Frame = s.callFrameOut(sl, tool)
 	j, err := s.engine().Call(s.ctx(), nc)
+	if errors.Is(err, jobs.ErrCallExists) && t.port == nil {
+		return t.madeBefore(nc)
+	}
 	if err != nil {
 		return "", "Tool call could not be started: the job store failed"
 	}

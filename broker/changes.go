@@ -83,20 +83,25 @@ func (s *Session) handleChange(c jobs.Change) {
 		s.openJobs--
 		delete(s.callSeq, j.CallID)
 		if text != nil {
-			if j.Interaction == nil && len(j.Closed) > 0 {
-				for id, how := range j.Closed {
-					if how == jobs.InteractionEnded {
-						text.InteractionClosed(id)
-					}
-				}
-			}
-			if j.Local && j.State == jobs.Cancelled {
-				text.LocalCancelled(j.CallID)
-			}
-			text.Finished(j.CallID, textagent.Outcome{State: j.State, Output: j.Output, Error: j.Error,
-				Duration: time.Duration(j.FinishedMS-j.CreatedMS) * time.Millisecond})
+			agentCallEnded(text, j)
 		}
 	}
+}
+
+// agentCallEnded tells the text agent that the job of one of its calls ended.
+func agentCallEnded(text *textagent.Agent, j *jobs.Job) {
+	if j.Interaction == nil && len(j.Closed) > 0 {
+		for id, how := range j.Closed {
+			if how == jobs.InteractionEnded {
+				text.InteractionClosed(id)
+			}
+		}
+	}
+	if j.Local && j.State == jobs.Cancelled {
+		text.LocalCancelled(j.CallID)
+	}
+	text.Finished(j.CallID, textagent.Outcome{State: j.State, Output: j.Output, Error: j.Error,
+		Duration: time.Duration(j.FinishedMS-j.CreatedMS) * time.Millisecond})
 }
 
 // toolCancel tells a job's host to stop (SPEC 11). A tool_call still waiting undelivered in

@@ -2,7 +2,9 @@ package jobs
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
+	"encoding/binary"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -25,6 +27,19 @@ func NewCallID() string {
 	var b [13]byte // 104 bits → 21 base32 characters, cut to 20
 	_, _ = rand.Read(b[:])
 	return "call_" + lowerBase32.EncodeToString(b[:])[:callIDRandomLen]
+}
+
+// DerivedCallID is the broker call id named by parts (a text agent's call: its session, its
+// agent's slot, its conversation and its agent call id): "call_" and 20 characters of a-z2-7 of
+// their SHA-256, so the same call made twice — sent again after the node that made its job
+// died — names the same job, and the store's create transition refuses the second.
+func DerivedCallID(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts { // each length-prefixed, so no two lists of parts read alike
+		h.Write(binary.AppendUvarint(nil, uint64(len(p))))
+		h.Write([]byte(p))
+	}
+	return "call_" + lowerBase32.EncodeToString(h.Sum(nil))[:callIDRandomLen]
 }
 
 // IsBrokerCallID reports whether s has the form of a broker call id. Such strings are reserved:

@@ -61,6 +61,30 @@ func TestIsBrokerCallID(t *testing.T) {
 	}
 }
 
+// TestDerivedCallID: the same parts name the same broker call id, and parts that differ —
+// where they are cut included — name different ones.
+func TestDerivedCallID(t *testing.T) {
+	a := DerivedCallID("sess_1", "sl1", "root", "a1")
+	if !IsBrokerCallID(a) {
+		t.Fatalf("DerivedCallID = %q is not a broker call id", a)
+	}
+	if b := DerivedCallID("sess_1", "sl1", "root", "a1"); b != a {
+		t.Errorf("the same parts: %q then %q", a, b)
+	}
+	seen := map[string][]string{}
+	for _, parts := range [][]string{
+		{"sess_1", "sl1", "root", "a1"}, {"sess_1", "sl1", "root", "a2"}, {"sess_1", "sl2", "root", "a1"},
+		{"sess_2", "sl1", "root", "a1"}, {"sess_1", "sl1", "child", "a1"},
+		{"ab", "c"}, {"a", "bc"}, {"a\x00", "b"}, {"a", "\x00b"}, {"abc"}, {"abc", ""},
+	} {
+		id := DerivedCallID(parts...)
+		if other, ok := seen[id]; ok {
+			t.Errorf("%q and %q name the same id %s", parts, other, id)
+		}
+		seen[id] = parts
+	}
+}
+
 func TestDeadline(t *testing.T) {
 	const s = int64(1000) // one second in ms
 	perm := 120 * time.Second

@@ -1,6 +1,8 @@
 package wiretest
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/internal/brokertest"
 	"github.com/backchannel-io/backchannel/internal/redistest"
+	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // faultNodes starts two nodes on one private Redis; node A stops at the first point named
@@ -60,9 +63,16 @@ type crash struct {
 // the host resume on node B once B has taken the session over.
 func crashAt(t *testing.T, point string, before, act func(s *session, h *Conn)) crash {
 	t.Helper()
+	return crashWith(t, point, "30s", before, act, func(*session) {})
+}
+
+// crashWith is crashAt with the timeout of the tool export, and dead, run once A is killed and
+// before any client resumes on B (the session is not taken over before).
+func crashWith(t *testing.T, point, timeout string, before, act func(s *session, h *Conn), dead func(onB *session)) crash {
+	t.Helper()
 	a, b, arm, hit := faultNodes(t, point)
 	s := newSession(t, a, brokertest.KeyA)
-	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
+	h := s.host("host", decl("export", "deferred", true, "timeout", timeout))
 	before(s, h)
 	arm()
 	act(s, h)
@@ -71,6 +81,7 @@ func crashAt(t *testing.T, point string, before, act func(s *session, h *Conn)) 
 	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
 	hostToken, hostSeen := h.Welcome.Str("resume_token"), h.LastSeq()
 	onB := s.on(b)
+	dead(onB)
 	ag, _, _ := onB.resumeMoving("agent on B", "agent", agentToken, agentSeen, 15*time.Second)
 	onB.agent = ag
 	h2, _, _ := onB.resumeMoving("host on B", "host", hostToken, hostSeen, 15*time.Second)
@@ -162,6 +173,47 @@ func TestKillInTheEventThatStartsACall(t *testing.T) {
 		t.Errorf("SPEC 13, 15: the adopted call's answer on B: %s, want the result done", r)
 	}
 	c.h.Absent(500*time.Millisecond, callFor("a1"))
+}
+
+// TestKillInTheEventThatStartsACallThatEnds: as above, but the job ends — its timeout runs
+// out — while node A is dead and before node B takes the session over, so B finds no open job
+// to adopt. The agent's call sent again names the job made on A (a WebSocket agent's broker
+// call id is derived from its call), never a second one: the host saw one tool_call and gets
+// its tool_cancel, and the agent gets the timeout as the call's answer.
+func TestKillInTheEventThatStartsACallThatEnds(t *testing.T) {
+	t.Parallel()
+	c := crashWith(t, broker.FaultBeforeJournal, "300ms", func(*session, *Conn) {}, func(s *session, h *Conn) {
+		s.agentCall("a1", "export", map[string]any{"n": "a1"})
+	}, func(onB *session) {
+		// Read from the store: the timeline endpoint asks the (dead) holder.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			es, err := onB.b.Store.Timeline(context.Background(), brokertest.TenantA, onB.sid, 0)
+			if err == nil && slices.ContainsFunc(es, func(e jobs.Entry) bool { return e.Kind == jobs.KindToolDeadlineTimeout }) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the job did not time out while its node was dead (%v)", err)
+			}
+		}
+	})
+	callID := c.h.Expect(callFor("a1")).Str("call_id")
+	if tc := c.h.Expect(TypeWith("tool_cancel", "call_id", callID)); tc.Str("reason") != "timeout" {
+		t.Errorf("SPEC 11: the host's tool_cancel on B: %s, want reason timeout", tc)
+	}
+	c.onB.agentCall("a1", "export", map[string]any{"n": "a1"})
+	if r := c.onB.agentResult("a1"); r.Str("kind") != "error" || !strings.Contains(r.Str("content"), "Tool call timed out") {
+		t.Errorf("SPEC 13, 15: the call sent again on B: %s, want the first job's timeout", r)
+	}
+	c.h.Absent(500*time.Millisecond, callFor("a1"))
+	calls := 0
+	for _, e := range c.onB.timeline() {
+		if e.Kind == "call" {
+			calls++
+		}
+	}
+	if calls != 1 {
+		t.Errorf("SPEC 15: %d call entries on the timeline, want 1 (one job for one agent call)", calls)
+	}
 }
 
 // TestRelayNoticesDeadHolder covers SPEC 15's relay when the holder dies: a host connected to
