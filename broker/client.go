@@ -490,8 +490,8 @@ func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string, used
 }
 
 // welcomeConfirmed: the edge of the relayed connection c wrote its welcome to the client, so
-// the token the hello used is spent (until then it stays valid beside the new one, for a slot
-// whose connection is gone: SPEC 10's rotation is kept for every welcome a client received).
+// the token the hello used is spent (until then it stays valid beside the new one: SPEC 10's
+// rotation is kept for every welcome a client received).
 func (s *Session) welcomeConfirmed(c *Client) {
 	sl := c.slot
 	if sl == nil || sl.client != c || s.ended || !sl.prevOK {
@@ -546,8 +546,11 @@ func (s *Session) resume(h *frames.Hello, tr Transport) (*Client, *frames.Error)
 		return nil, frames.Errorf(frames.CodeResumeInvalid, "resume_token is not valid")
 	}
 	hash := hashToken(secret)
+	// The previous token (prevOK: a relayed welcome not confirmed) resumes even while this
+	// node still has the connection it was used for: its edge may have closed it (the relay
+	// broke) before this node heard of the drop, and its client never got the new token.
 	if subtle.ConstantTimeCompare(hash[:], sl.tokenHash[:]) != 1 &&
-		(!sl.prevOK || sl.client != nil || subtle.ConstantTimeCompare(hash[:], sl.prevHash[:]) != 1) {
+		(!sl.prevOK || subtle.ConstantTimeCompare(hash[:], sl.prevHash[:]) != 1) {
 		return nil, frames.Errorf(frames.CodeResumeInvalid, "resume_token was already used or is not valid")
 	}
 	replay, ok := sl.out.since(h.LastSeq)

@@ -173,9 +173,12 @@ func TestRelayGapOnTheEdge(t *testing.T) {
 // TestRelayedWelcomeKeepsTheTokenUntilAcked covers SPEC 10's rotation where the relay between
 // nodes may lose a welcome (a Redis restart): a resume through an edge rotates the slot's
 // token, and until the edge confirms it wrote the welcome to its client, the token the hello
-// used stays valid for a resume once that connection is gone. Once confirmed it is spent.
+// used stays valid for a resume — also one that arrives before the node heard that the relayed
+// connection broke (the edge closed it, its drop is still on the way): the resume takes the
+// slot from it. Once confirmed it is spent.
 func TestRelayedWelcomeKeepsTheTokenUntilAcked(t *testing.T) {
-	for _, acked := range []bool{false, true} {
+	for _, c := range []struct{ acked, dropped bool }{{false, true}, {false, false}, {true, true}, {true, false}} {
+		acked := c.acked
 		n, store := relayNode(t)
 		s, err := n.CreateSession("tenant-t", ModelConfig{})
 		if err != nil {
@@ -192,16 +195,25 @@ func TestRelayedWelcomeKeepsTheTokenUntilAcked(t *testing.T) {
 		if acked {
 			edge.send(relayMsg{Op: opAck, Conn: "c1", N: 2})
 		}
-		edge.send(relayMsg{Op: opDrop, Conn: "c1"})
-		waitDetached(t, s, host.c.slot)
+		if c.dropped {
+			edge.send(relayMsg{Op: opDrop, Conn: "c1"})
+			waitDetached(t, s, host.c.slot)
+		} else if acked {
+			waitAcked(t, s, host.c.slot)
+		}
 		tc := &testConn{t: t, frames: make(chan map[string]any, 64)}
 		tc.c = n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": s.ID(), "resume_token": token, "last_seq": 0}))
 		f := tc.next()
 		switch {
 		case !acked && f["type"] != "welcome":
-			t.Errorf("a resume with the token whose relayed welcome was never confirmed: %v, want a welcome", f)
+			t.Errorf("%+v: a resume with the token whose relayed welcome was never confirmed: %v, want a welcome", c, f)
 		case acked && (f["type"] != "error" || f["code"] != string(frames.CodeResumeInvalid)):
-			t.Errorf("a resume with a token whose relayed welcome was confirmed: %v, want resume_invalid", f)
+			t.Errorf("%+v: a resume with a token whose relayed welcome was confirmed: %v, want resume_invalid", c, f)
+		}
+		if !acked && !c.dropped {
+			if m := edge.next("c1"); m.Op != opClose {
+				t.Errorf("the relayed connection the resume took the slot from got %+v, want it closed", m)
+			}
 		}
 	}
 }
@@ -252,6 +264,21 @@ func waitDetached(t *testing.T, s *Session, sl *Slot) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the session never handled the relayed connection's drop")
+		}
+	}
+}
+
+// waitAcked waits until the session has handled the edge's confirmation of sl's welcome.
+func waitAcked(t *testing.T, s *Session, sl *Slot) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		done := make(chan bool, 1)
+		s.post(func() { done <- !sl.prevOK })
+		if <-done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session never handled the edge's ack of the welcome")
 		}
 	}
 }

@@ -25,9 +25,8 @@ type Slot struct {
 	client    *Client // the attached connection, nil while dropped
 	tokenHash [32]byte
 	// prevHash is the hash of the token the current connection's hello used; it stays valid
-	// beside tokenHash (prevOK), for a resume once that connection is gone, while the
-	// connection's welcome may not have reached its client (a relayed one's, until its edge
-	// confirms it: Session.welcomeConfirmed).
+	// beside tokenHash (prevOK) while the connection's welcome may not have reached its client
+	// (a relayed one's, until its edge confirms it: Session.welcomeConfirmed).
 	prevHash [32]byte
 	prevOK   bool
 	out      outbox
