@@ -51,11 +51,8 @@
 //
 // # Running it
 //
-// TestFaultsShort runs the one-node modes for a few seeds with small operation counts in the
-// normal `go test ./...`; the three-node mode's short run, TestFaultsClusterShort, is behind
-// the tag faultlong until the violations it still finds are fixed (issue 16's note):
-//
-//	go test -tags faultlong ./internal/faulttest -run TestFaultsClusterShort -v
+// TestFaultsShort runs every mode — the three-node one with node kills and Redis restarts
+// included — for a few seeds with small operation counts in the normal `go test ./...`.
 //
 // The long run is behind the build tag faultlong and reads its size from
 // the environment:

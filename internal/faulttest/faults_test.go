@@ -43,15 +43,16 @@ type shortRun struct {
 	quiesce  time.Duration
 }
 
-// shortRuns is the size of TestFaultsShort: a few seeds, small counts (the three-node mode's
-// short run is clusterShort, long_test.go).
+// shortRuns is the size of TestFaultsShort: a few seeds, small counts; the three-node mode
+// with 8 faults (node kills, Redis restarts) per run.
 var shortRuns = []shortRun{
 	{ModeMemory, []uint64{1, 2, 3}, 10, 30, 0, 20 * time.Second},
 	{ModeRedis, []uint64{1, 2, 3}, 10, 30, 0, 20 * time.Second},
+	{ModeCluster, []uint64{1, 2}, 12, 40, 8, 40 * time.Second},
 }
 
-// TestFaultsShort runs the one-node modes for a few seeds and fails on any violation. Modes
-// run in parallel (with the self-check too); the seeds of a mode one after another.
+// TestFaultsShort runs every mode for a few seeds and fails on any violation. Modes run in
+// parallel (with the self-check too); the seeds of a mode one after another.
 func TestFaultsShort(t *testing.T) {
 	t.Parallel()
 	for _, sr := range shortRuns {
