@@ -24,6 +24,7 @@ type edgeConn struct {
 	gone    atomic.Bool  // dropped, or closed by the holder, or its link broke
 	mu      sync.Mutex   // one message to the holder at a time, in order
 	sent    int64        // the number of the last message to the holder (relayMsg.N)
+	done    atomic.Int64 // the number of the last message to the holder the store took
 	got     atomic.Int64 // the number of the last message from the holder
 }
 
@@ -64,6 +65,7 @@ func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) *Client {
 		n.refuse(tr, e)
 		return nil
 	}
+	e.done.Store(1)
 	return &Client{relay: e, tr: tr}
 }
 
@@ -81,7 +83,9 @@ func (e *edgeConn) forward(m relayMsg) {
 	if err := e.n.sendTo(e.holder, m); err != nil {
 		e.n.log.Warn("broker: relaying to the session's node failed; the client resumes", "session", e.session, "node", e.holder, "err", err)
 		e.broken("relay to the session's node failed")
+		return
 	}
+	e.done.Store(m.N)
 }
 
 // broken closes the client's connection with 1012 (it resumes, on this node or another) and

@@ -38,15 +38,17 @@ type Node struct {
 	relaying  atomic.Bool // subscribed to the changes other nodes relay
 
 	// Relayed connections (remote.go, edge.go), when the store is shared.
-	addr     string              // this node's address among the nodes: NodeID plus a random suffix
-	dir      jobs.NodeDirectory  // nil when the store is not shared
-	journal  jobs.SessionJournal // nil when the store does not outlive the node (journal.go)
-	relayMu  sync.Mutex
-	remotes  map[string]*remoteConn // held here, their edge elsewhere; by edge/conn
-	edges    map[string]*edgeConn   // edge here, their session held elsewhere; by conn
-	relayOut sync.WaitGroup         // the writers of frames to relayed connections' nodes
-	inboxUp  atomic.Bool            // the node's inbox listens
-	url      advertisedURL          // where other nodes reach this node's HTTP server (forward.go)
+	addr    string              // this node's address among the nodes: NodeID plus a random suffix
+	dir     jobs.NodeDirectory  // nil when the store is not shared
+	journal jobs.SessionJournal // nil when the store does not outlive the node (journal.go)
+	relayMu sync.Mutex
+	remotes map[string]*remoteConn // held here, their edge elsewhere; by edge/conn
+	// endedRemotes are remotes that ended within endedLinkKeep (relaycheck.go); by edge/conn
+	endedRemotes map[string]*remoteConn
+	edges        map[string]*edgeConn // edge here, their session held elsewhere; by conn
+	relayOut     sync.WaitGroup       // the writers of frames to relayed connections' nodes
+	inboxUp      atomic.Bool          // the node's inbox listens
+	url          advertisedURL        // where other nodes reach this node's HTTP server (forward.go)
 }
 
 // endedSession is what a node remembers of an ended session for the retention period: enough
@@ -64,17 +66,18 @@ func NewNode(cfg Config, store jobs.Store) *Node {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		store:     store,
-		ctx:       ctx,
-		cancel:    cancel,
-		sessions:  make(map[string]*Session),
-		perTenant: make(map[string]int),
-		ended:     make(map[string]*endedSession),
-		metrics:   newMetrics(),
-		remotes:   make(map[string]*remoteConn),
-		edges:     make(map[string]*edgeConn),
+		cfg:          cfg,
+		log:          cfg.Logger,
+		store:        store,
+		ctx:          ctx,
+		cancel:       cancel,
+		sessions:     make(map[string]*Session),
+		perTenant:    make(map[string]int),
+		ended:        make(map[string]*endedSession),
+		metrics:      newMetrics(),
+		remotes:      make(map[string]*remoteConn),
+		endedRemotes: make(map[string]*remoteConn),
+		edges:        make(map[string]*edgeConn),
 	}
 	n.addr = cfg.NodeID + "." + randomID(8)
 	n.dir, _ = store.(jobs.NodeDirectory)

@@ -49,8 +49,11 @@ const (
 	opAbort     = "abort"
 
 	// opPing goes, every relayCheck, to each node this node relays connections with: one whose
-	// inbox no longer listens (it died) is noticed at once, not when its liveness runs out.
+	// inbox no longer listens (it died) is noticed at once, not when its liveness runs out. It
+	// lists the links with that node, which checks them (relaycheck.go) and answers with
+	// opPong when it lacks some.
 	opPing = "ping"
+	opPong = "pong"
 )
 
 // relayTimeout bounds one send to another node's inbox.
@@ -72,6 +75,9 @@ func (n *Node) inbox(b []byte) {
 	case opSend, opSendAudio, opClose, opAbort:
 		n.toEdge(m)
 	case opPing:
+		n.pinged(m)
+	case opPong:
+		n.ponged(m)
 	}
 }
 
@@ -94,9 +100,12 @@ type remoteConn struct {
 	conn string
 	in   chan relayMsg // from the edge, handled in order by run
 
-	closing atomic.Bool
-	got     int64 // the number of the last message from the edge (the inbox's alone)
-	sent    int64 // the number of the last message to the edge (the writer's alone)
+	closing  atomic.Bool
+	got      int64        // the number of the last message from the edge (the inbox's alone)
+	sent     int64        // the number of the last message to the edge (the writer's alone)
+	done     atomic.Int64 // the number of the last message to the edge the store took
+	farewell atomic.Bool  // the store took its close (or abort)
+	endedAt  time.Time    // when run ended (Node.endedRemotes; under relayMu)
 	mu      sync.Mutex
 	pending []relayMsg // to the edge, sent in order by one writer at a time
 	queued  int        // bytes in pending
@@ -148,6 +157,7 @@ func (rc *remoteConn) run() {
 		n.relayMu.Lock()
 		delete(n.remotes, rc.edge+"/"+rc.conn)
 		n.relayMu.Unlock()
+		n.remoteEnded(rc)
 	}()
 	var c *Client
 	for {
@@ -271,6 +281,10 @@ func (rc *remoteConn) write() {
 				rc.mu.Unlock()
 				return
 			}
+			rc.done.Store(m.N)
+			if m.Op == opClose || m.Op == opAbort {
+				rc.farewell.Store(true)
+			}
 		}
 	}
 }
@@ -308,7 +322,7 @@ func (n *Node) pingRelays() {
 		peers[p] = true
 	}
 	for p := range peers {
-		if err := n.sendTo(p, relayMsg{Op: opPing}); err == nil {
+		if err := n.sendTo(p, relayMsg{Op: opPing, Data: n.pingFor(holders[p], edges[p])}); err == nil {
 			continue
 		} else {
 			n.log.Warn("broker: a node this node relays connections with does not answer; its links break", "node", p, "err", err)

@@ -139,7 +139,14 @@ type cluster struct {
 }
 
 func startCluster(t testing.TB, bin string, mode Mode, seed uint64) (*cluster, error) {
-	c := &cluster{bin: bin, mode: mode, logDir: t.TempDir(), rng: rand.New(rand.NewPCG(seed, 0xc1))}
+	logDir := t.TempDir()
+	if dir := os.Getenv("FAULT_LOGS"); dir != "" { // keep the nodes' logs
+		logDir = filepath.Join(dir, fmt.Sprintf("%s_seed%d", mode, seed))
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	c := &cluster{bin: bin, mode: mode, logDir: logDir, rng: rand.New(rand.NewPCG(seed, 0xc1))}
 	t.Cleanup(c.stop)
 	n := 1
 	if mode != ModeMemory {

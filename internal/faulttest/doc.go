@@ -64,5 +64,5 @@
 // FAULT_REPORT=FILE every run appends its summary and every violation's trace to FILE.
 // FAULT_BROKER_RACE=1 builds the broker with -race; FAULT_BROKER_BIN=PATH uses a broker binary
 // built elsewhere instead of building one. FAULT_DUMP=DIR writes every session's history, one
-// event a line, into DIR.
+// event a line, into DIR; FAULT_LOGS=DIR keeps the nodes' logs in DIR/MODE_seedN.
 package faulttest
