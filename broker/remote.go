@@ -106,10 +106,10 @@ type remoteConn struct {
 	done     atomic.Int64 // the number of the last message to the edge the store took
 	farewell atomic.Bool  // the store took its close (or abort)
 	endedAt  time.Time    // when run ended (Node.endedRemotes; under relayMu)
-	mu      sync.Mutex
-	pending []relayMsg // to the edge, sent in order by one writer at a time
-	queued  int        // bytes in pending
-	writing bool
+	mu       sync.Mutex
+	pending  []relayMsg // to the edge, sent in order by one writer at a time
+	queued   int        // bytes in pending
+	writing  bool
 }
 
 // remoteInboxSize bounds what waits for a relayed connection's turn; an edge that far ahead
