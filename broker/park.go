@@ -321,7 +321,7 @@ func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
 		}
 	}
 	s.parked = st.Completions
-	s.adopt = true
+	s.adopt, s.restoring = true, true
 	return s
 }
 
@@ -341,7 +341,7 @@ func (s *Session) takenBack(st *parkedState) {
 		s.cancelSent = st.Cancelled // their tool_cancel is in the journal: it is not sent again
 	}
 	s.catchUp(was, open, st.Voiced)
-	s.cancelSent = nil
+	s.restoring = false // cancelSent stays: a later reconcile may meet those jobs again
 	if st.Crashed != 0 {
 		s.redispatch(open)
 	}

@@ -107,8 +107,8 @@ func (n *Node) reconcileAll() {
 // dispatched calls, its text agent's running calls, its voice model's calls — that the store
 // shows ended: the change that said so was lost on its way from another node.
 func (s *Session) reconcile() {
-	if s.ended {
-		return
+	if s.ended || s.restoring {
+		return // takenBack reads the store itself
 	}
 	believed := map[string]jobs.State{}
 	for id := range s.callSeq {

@@ -48,13 +48,17 @@ type Session struct {
 	idle    *time.Timer     // ends the session when nothing was attached for the resume window
 	expired map[string]bool // ids of slots whose resume window ran out
 	callSeq map[string]callOut
-	// cancelSent: while a session taken over from a dead node catches up, the jobs whose
-	// tool_cancel the journal has (reconcile.go).
+	// cancelSent: for a session taken over from a dead node, the jobs whose tool_cancel the
+	// journal had (reconcile.go); none gets a second one.
 	cancelSent map[string]bool
 	// finished are the jobs whose end the session handled (a change that comes twice — relayed,
 	// and found by reconcile — is handled once).
 	finished map[string]bool
-	text     *textAgent // the text agent's side, once one attached
+	// restoring: the session was rebuilt from the store (Node.restore) and has not caught up
+	// yet (takenBack); reconcile waits for it — its callSeq still names every job the journal
+	// ever dispatched, ended and told or not.
+	restoring bool
+	text      *textAgent // the text agent's side, once one attached
 	// openJobs counts the session's open jobs made on this node (SPEC 2: 256 at most).
 	openJobs int
 	voice    *voice      // the voice side, once a caller attached

@@ -1,0 +1,102 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/backchannel-io/backchannel/internal/redistest"
+	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/jobs/redisstore"
+)
+
+// redisNode starts a node named id on a Redis shared by the test's nodes; halt stops it as a
+// crash would.
+func redisNode(t *testing.T, id string, opts redisstore.Options) (n *Node, halt func()) {
+	t.Helper()
+	store, err := redisstore.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{APIKeys: map[string]string{testKey: "tenant-t"}, NodeID: id, HoldTTL: 600 * time.Millisecond,
+		BackgroundAfter: 30 * time.Second, ResumeWindow: 30 * time.Second}
+	n = NewNode(cfg, store)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = n.Run(ctx) }()
+	halt = func() { n.Halt(); cancel(); <-done }
+	t.Cleanup(func() {
+		select {
+		case <-done:
+		default:
+			halt()
+		}
+	})
+	return n, halt
+}
+
+// TestTakeoverSendsNoSecondToolCancel: node A sends a host the tool_cancel of a job the agent
+// cancelled — it is in the journal — and dies. Node B takes the session over; whatever order
+// its reconciling and its catching up come in (a dropped subscription has every session
+// reconcile, maybe before a session just taken over caught up), and however often it
+// reconciles afterwards, the host's outbox holds that job's tool_cancel once.
+func TestTakeoverSendsNoSecondToolCancel(t *testing.T) {
+	opts := redisstore.Options{Client: redistest.New(t), Prefix: redistest.Prefix(t)}
+	a, haltA := redisNode(t, "a", opts)
+	s, err := a.CreateSession("tenant-t", ModelConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := connect(t, a, map[string]any{"session_id": s.ID(), "join_token": s.JoinToken()})
+	host.declare([]map[string]any{{"name": "export", "description": "d", "parameters": map[string]any{"type": "object"}}})
+	agent, _ := connect(t, a, map[string]any{"role": "agent", "session_id": s.ID(), "join_token": s.JoinToken()})
+	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc1", "call_id": "a1", "conversation_id": "root", "name": "export", "arguments": map[string]any{}})
+	call := host.next()
+	if call["type"] != "tool_call" {
+		t.Fatalf("the host got %v, want the tool_call", call)
+	}
+	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc2", "call_id": "c1", "conversation_id": "root", "name": "cancel", "arguments": map[string]any{"tool_call_id": "a1"}})
+	if f := host.next(); f["type"] != "tool_cancel" {
+		t.Fatalf("the host got %v, want the tool_cancel", f)
+	}
+	haltA()
+
+	b, _ := redisNode(t, "b", opts)
+	p, st := b.takeOverWhenFree(t, s.ID())
+	onB := b.restore(p, st)
+	b.mu.Lock()
+	b.addSessionLocked(onB)
+	b.mu.Unlock()
+	onB.post(onB.reconcile) // before it caught up
+	onB.post(func() { onB.takenBack(st) })
+	onB.post(onB.reconcile) // and after
+	cancels := make(chan int, 1)
+	onB.post(func() {
+		n := 0
+		for _, sl := range onB.slots {
+			for _, f := range sl.out.frames {
+				if jf := jobFrame(f.data); jf.Type == typeToolCancel && jf.CallID == call["call_id"] {
+					n++
+				}
+			}
+		}
+		cancels <- n
+	})
+	if n := <-cancels; n != 1 {
+		t.Errorf("the host's outbox on B holds %d tool_cancels of the cancelled job, want 1", n)
+	}
+}
+
+// takeOverWhenFree takes session id over once the dead holder's lease ran out.
+func (n *Node) takeOverWhenFree(t *testing.T, id string) (p *jobs.ParkedSession, st *parkedState) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, st, held := n.takeOver("tenant-t", id)
+		if p != nil {
+			return p, st
+		}
+		if !held || time.Now().After(deadline) {
+			t.Fatalf("the session was not taken over (held %v)", held)
+		}
+	}
+}
