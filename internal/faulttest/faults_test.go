@@ -95,7 +95,7 @@ func report(t *testing.T, res Result) {
 	if path := os.Getenv("FAULT_REPORT"); path != "" {
 		reportMu.Lock()
 		if f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
-			fmt.Fprintf(f, "==== %s\n%s\n", line, Summarize(res.Violations, 1000))
+			fmt.Fprintf(f, "==== %s\n%s\n%s", line, Summarize(res.Violations, 1000), res.StoreDump)
 			f.Close()
 		}
 		reportMu.Unlock()
@@ -108,6 +108,6 @@ func report(t *testing.T, res Result) {
 	}
 	if len(res.Violations) > 0 {
 		t.Errorf("%s\n%s", line, Summarize(res.Violations, 3))
-		t.Logf("node logs:\n%s", res.NodeLogs)
+		t.Logf("node logs:\n%s\n%s", res.NodeLogs, res.StoreDump)
 	}
 }

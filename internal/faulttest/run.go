@@ -75,6 +75,7 @@ type Result struct {
 	Stats      Stats
 	Elapsed    time.Duration
 	NodeLogs   string // the tails of the nodes' logs
+	StoreDump  string // what Redis holds of the jobs the violations name (dumpStore)
 }
 
 // runner is one run in progress.
@@ -214,6 +215,9 @@ func Run(t testing.TB, bin string, cfg Config) Result {
 	}
 	if len(res.Violations) > 0 {
 		res.NodeLogs = cl.logTail(15)
+		if cl.redis != nil {
+			res.StoreDump = dumpStore(cl.redis.URL(), res.Violations, res.Histories)
+		}
 	}
 	cl.stop()
 	log.Info("faulttest: run done", "run", run.name, "elapsed", res.Elapsed.Round(time.Millisecond),
