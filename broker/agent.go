@@ -150,7 +150,14 @@ func (t *textAgent) LocalResult(brokerID string, output json.RawMessage, errText
 
 // CancelCall implements textagent.Env.
 func (t *textAgent) CancelCall(brokerID string, reason frames.CancelReason) (frames.CancelResult, error) {
-	res, _, err := t.s.engine().Cancel(t.s.ctx(), t.s.addr(brokerID), reason)
+	res, j, err := t.s.engine().Cancel(t.s.ctx(), t.s.addr(brokerID), reason)
+	if res == frames.CancelResultAlreadyCanceled && reason == frames.CancelAgentRequest && j != nil &&
+		j.CancelReason == string(frames.CancelAgentRequest) {
+		// Cancelled at the agent's request, though the agent's state — which asks only for a
+		// call whose cancel it has not accepted — never took the request: a node applied it and
+		// died before its answer was journaled (SPEC 15). This is that cancel, sent again.
+		return frames.CancelResultCancelled, nil
+	}
 	return res, err
 }
 

@@ -101,7 +101,7 @@ func agentCallEnded(text *textagent.Agent, j *jobs.Job) {
 		text.LocalCancelled(j.CallID)
 	}
 	text.Finished(j.CallID, textagent.Outcome{State: j.State, Output: j.Output, Error: j.Error,
-		Duration: time.Duration(j.FinishedMS-j.CreatedMS) * time.Millisecond})
+		Duration: time.Duration(j.FinishedMS-j.CreatedMS) * time.Millisecond, CancelReason: frames.CancelReason(j.CancelReason)})
 }
 
 // toolCancel tells a job's host to stop (SPEC 11). A tool_call still waiting undelivered in

@@ -48,6 +48,8 @@ type Outcome struct {
 	Output   json.RawMessage
 	Error    string
 	Duration time.Duration // from the call to its end
+	// CancelReason is why a cancelled or timed-out job ended (SPEC 11).
+	CancelReason frames.CancelReason
 }
 
 // Options configure an Agent.

@@ -220,3 +220,30 @@ func TestAgentCancelTargetsOnlyThatCall(t *testing.T) {
 		t.Error("cancel closed another call")
 	}
 }
+
+// SPEC 15: a call whose job was cancelled at this conversation's request, though the agent's
+// state never took the request — a node applied the cancel and died before its answer was
+// journaled — answers the cancel sent again as the first would have been answered; a second
+// one after it is a second cancel. A call cancelled for another reason is already done.
+func TestAgentCancelSentAgainAfterATakeover(t *testing.T) {
+	h := newAg(t, Options{})
+	h.bg(RootConversation, "c1", "c2")
+	h.end(RootConversation, "c1", Outcome{State: jobs.Cancelled, CancelReason: frames.CancelAgentRequest})
+	h.end(RootConversation, "c2", Outcome{State: jobs.Cancelled, CancelReason: frames.CancelHostRequest})
+	h.skip()
+	h.call(RootConversation, "x", "cancel", `{"tool_call_id":"c1"}`)
+	h.expect(agOK("x", specCancelOK))
+	h.call(RootConversation, "x2", "cancel", `{"tool_call_id":"c1"}`)
+	h.expect(agErr("x2", "error: Tool call already canceled"))
+	h.call(RootConversation, "x3", "cancel", `{"tool_call_id":"c2"}`)
+	h.expect(agErr("x3", "error: Tool call is already done"))
+	if len(h.cancels) != 0 {
+		t.Errorf("CancelCall = %+v, want none (the jobs had ended)", h.cancels)
+	}
+	// The state carries the reason to another node.
+	for _, k := range h.a.Export().Conversations[0].Calls {
+		if k.ID == "c1" && (k.CancelReason != string(frames.CancelAgentRequest) || !k.CancelRequested) {
+			t.Errorf("exported call: %+v", k)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // cancelCall runs the built-in `cancel {tool_call_id}` (SPEC 13). It never goes to the
@@ -26,6 +27,14 @@ func (a *Agent) cancelCall(k *call, raw json.RawMessage) {
 		return
 	case t.cancelRequested:
 		a.answerNow(k, ErrorResult(MsgToolCallAlreadyCanceled))
+		return
+	case t.finished && t.state == jobs.Cancelled && t.cancelReason == frames.CancelAgentRequest:
+		// Cancelled at this conversation's request, which the state never took: a node applied
+		// the cancel and died before its answer was journaled (SPEC 15). This is that cancel,
+		// sent again; it gets the answer the first would have had.
+		t.cancelRequested = true
+		var out Content
+		a.answerNow(k, *out.SetBody(BodyCancellationRequested))
 		return
 	case t.finished:
 		a.answerNow(k, ErrorResult(MsgToolCallAlreadyDone))

@@ -18,10 +18,11 @@ type call struct {
 	brokerID string
 	started  time.Time
 
-	background      bool     // it was answered with the placeholder (or is being waited for)
-	finished        bool     // its job reached a terminal state (a built-in: it answered)
-	cancelRequested bool     // a `cancel` of it was accepted
-	outcome         *Content // its result, once finished (background calls)
+	background      bool                // it was answered with the placeholder (or is being waited for)
+	finished        bool                // its job reached a terminal state (a built-in: it answered)
+	cancelRequested bool                // a `cancel` of it was accepted
+	cancelReason    frames.CancelReason // why its job was cancelled, once finished so
+	outcome         *Content            // its result, once finished (background calls)
 	state           jobs.State
 	consumed        bool         // its result was delivered (directly or through a wait)
 	waiter          *call        // the exact wait blocked on it
@@ -137,7 +138,7 @@ func (a *Agent) Finished(brokerID string, o Outcome) {
 	}
 	delete(a.jobs, brokerID)
 	k.stopTimer()
-	k.finished, k.state = true, o.State
+	k.finished, k.state, k.cancelReason = true, o.State, o.CancelReason
 	content := outcomeContent(o)
 	if o.State == jobs.Cancelled || o.State == jobs.TimedOut {
 		a.cancelChildrenOf(k)

@@ -3,6 +3,7 @@ package textagent
 import (
 	"time"
 
+	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
@@ -46,6 +47,7 @@ type CallState struct {
 	Background      bool          `json:"background,omitempty"`
 	Finished        bool          `json:"finished,omitempty"`
 	CancelRequested bool          `json:"cancel_requested,omitempty"`
+	CancelReason    string        `json:"cancel_reason,omitempty"`
 	Outcome         *ContentState `json:"outcome,omitempty"`
 	State           jobs.State    `json:"state,omitempty"`
 	Consumed        bool          `json:"consumed,omitempty"`
@@ -97,7 +99,7 @@ func (a *Agent) Export() State {
 		for _, k := range c.calls {
 			ks := CallState{ID: k.id, Name: k.name, Builtin: k.builtin, Local: k.local, BrokerID: k.brokerID,
 				StartedMS: k.started.UnixMilli(), Background: k.background, Finished: k.finished,
-				CancelRequested: k.cancelRequested, State: k.state, Consumed: k.consumed}
+				CancelRequested: k.cancelRequested, CancelReason: string(k.cancelReason), State: k.state, Consumed: k.consumed}
 			if k.outcome != nil && !k.consumed { // a consumed result is never given again
 				ks.Outcome = exportContent(*k.outcome)
 			}
@@ -179,7 +181,7 @@ func Restore(env Env, opts Options, st State) *Agent {
 		for _, ks := range cs.Calls {
 			k := &call{conv: c, id: ks.ID, name: ks.Name, builtin: ks.Builtin, local: ks.Local, brokerID: ks.BrokerID,
 				started: time.UnixMilli(ks.StartedMS), background: ks.Background, finished: ks.Finished,
-				cancelRequested: ks.CancelRequested, state: ks.State, consumed: ks.Consumed}
+				cancelRequested: ks.CancelRequested, cancelReason: frames.CancelReason(ks.CancelReason), state: ks.State, consumed: ks.Consumed}
 			if ks.Outcome != nil {
 				o := importContent(ks.Outcome)
 				k.outcome = &o

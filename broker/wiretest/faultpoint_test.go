@@ -216,6 +216,30 @@ func TestKillInTheEventThatStartsACallThatEnds(t *testing.T) {
 	}
 }
 
+// TestKillInTheEventThatCancelsACall: node A applies the agent's cancel of a deferred call and
+// dies before the journal has its frames (the host's tool_cancel, the cancel's answer). On B
+// the host gets the tool_cancel once, and the agent's cancel, sent again since it got no
+// answer, is answered as the first would have been: the cancel it asked for is in effect.
+func TestKillInTheEventThatCancelsACall(t *testing.T) {
+	t.Parallel()
+	var callID string
+	c := crashAt(t, broker.FaultBeforeJournal, func(s *session, h *Conn) { callID = deferred(s, h, nextID("h-kc-")) }, func(s *session, h *Conn) {
+		s.agentCall("c1", "cancel", map[string]any{"tool_call_id": "a1"})
+	})
+	cancel := TypeWith("tool_cancel", "call_id", callID)
+	if tc := c.h.Expect(cancel); tc.Str("reason") != "agent_request" {
+		t.Errorf("SPEC 11: the host's tool_cancel on B: %s, want reason agent_request", tc)
+	}
+	c.onB.agentCall("c1", "cancel", map[string]any{"tool_call_id": "a1"})
+	if r := c.onB.agentResult("c1"); r.Str("content") != "Tool cancellation requested" {
+		t.Errorf("SPEC 13, 15: the cancel sent again on B: %s, want Tool cancellation requested", r)
+	}
+	if r := c.onB.waitResult("a1"); !strings.Contains(r.Str("content"), "error: Tool call canceled") {
+		t.Errorf("SPEC 13: the wait on B: %s, want the cancelled result", r)
+	}
+	c.h.Absent(500*time.Millisecond, cancel)
+}
+
 // TestRelayNoticesDeadHolder covers SPEC 15's relay when the holder dies: a host connected to
 // node B for a session node A holds is relayed there; A is killed. B notices at its next ping
 // of A (SPUBLISH reaches no inbox) — long before A's liveness of 30 s runs out — and closes the
