@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
@@ -25,6 +27,8 @@ type Node struct {
 	engine *jobs.Engine
 	ctx    context.Context
 	cancel context.CancelFunc
+	// now tells the time of the node's sweeps (sweepOverdue); time.Now but in tests.
+	now func() time.Time
 
 	takeMu   sync.Mutex // serializes taking back parked sessions (park.go)
 	mu       sync.Mutex
@@ -66,6 +70,7 @@ func NewNode(cfg Config, store jobs.Store) *Node {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
+		now:          time.Now,
 		cfg:          cfg,
 		log:          cfg.Logger,
 		store:        store,
@@ -109,6 +114,7 @@ func (n *Node) Run(ctx context.Context) error {
 	go n.sweepEnded(ctx)
 	if r, ok := n.store.(jobs.ChangeRelay); ok {
 		go n.subscribeChanges(ctx, r)
+		go every(ctx, overdueSweep, n.sweepOverdueAll)
 	}
 	if n.dir != nil {
 		go n.listen(ctx)
@@ -313,8 +319,25 @@ func (n *Node) onChange(c jobs.Change) {
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 		defer cancel()
 		if err := r.PublishChange(ctx, c); err != nil {
-			n.log.Warn("broker: relaying a job change to another node", "call_id", c.Job.CallID, "event", c.Event, "err", err)
+			n.log.Warn("broker: relaying a job change to another node; trying again", "call_id", c.Job.CallID, "event", c.Event, "err", err)
+			go n.republish(r, c)
 		}
+	}
+}
+
+// republish tries again, with backoff for up to 10 s, to relay a change the store refused (a
+// Redis restart); the session's node also finds an ended job's end by itself once it is
+// overdue (sweepOverdue), or when its subscription dropped (reconcile).
+func (n *Node) republish(r jobs.ChangeRelay, c jobs.Change) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxElapsedTime = 100*time.Millisecond, 10*time.Second
+	err := backoff.Retry(func() error {
+		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+		defer cancel()
+		return r.PublishChange(ctx, c)
+	}, backoff.WithContext(b, n.ctx))
+	if err != nil && n.ctx.Err() == nil {
+		n.log.Warn("broker: a job change was not relayed to another node", "call_id", c.Job.CallID, "event", c.Event, "err", err)
 	}
 }
 

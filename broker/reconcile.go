@@ -3,6 +3,7 @@ package broker
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/backchannel-io/backchannel/broker/textagent"
 	"github.com/backchannel-io/backchannel/jobs"
@@ -94,12 +95,18 @@ func adoptAgentCalls(ts *textagent.State, open []*jobs.Job) {
 
 // reconcileAll has every session the node holds reconcile its jobs with the store: a job change
 // relayed by another node may have been lost (the store's connection dropped).
-func (n *Node) reconcileAll() {
+func (n *Node) reconcileAll() { n.eachSession(func(s *Session) { s.post(s.reconcile) }) }
+
+// sweepOverdueAll has every session the node holds look for overdue jobs (sweepOverdue).
+func (n *Node) sweepOverdueAll() { n.eachSession(func(s *Session) { s.post(s.sweepOverdue) }) }
+
+// eachSession runs fn for every session the node holds.
+func (n *Node) eachSession(fn func(*Session)) {
 	n.mu.Lock()
 	ss := slices.Collect(maps.Values(n.sessions))
 	n.mu.Unlock()
 	for _, s := range ss {
-		s.post(s.reconcile)
+		fn(s)
 	}
 }
 
@@ -110,6 +117,35 @@ func (s *Session) reconcile() {
 	if s.ended || s.restoring {
 		return // takenBack reads the store itself
 	}
+	s.reconcileJobs(s.believedOpen(), nil)
+}
+
+// overdueGrace is how long past its deadline a job the session takes to be open may stay so
+// before sweepOverdue asks the store: a due deadline fires within the engine's poll (100 ms)
+// unless its claimer died (ClaimLease, 10 s) — or its change was lost.
+const overdueGrace = 3 * time.Second
+
+// overdueSweep is how often every session looks for overdue jobs (sweepOverdue).
+const overdueSweep = 2 * time.Second
+
+// sweepOverdue reconciles, of the jobs the session takes to be open, those the engine's cache
+// shows past their deadline by overdueGrace, or no longer has: their end — fired by another
+// node, whose change a failed publish lost without any subscription dropping — is read from
+// the store. A job whose deadline is still to come costs nothing.
+func (s *Session) sweepOverdue() {
+	if s.ended || s.restoring {
+		return
+	}
+	now := s.node.now().Add(-overdueGrace).UnixMilli()
+	believed := s.believedOpen()
+	s.reconcileJobs(believed, func(id string) bool {
+		j := s.engine().Cached(s.tenant, id)
+		return j == nil || (j.DeadlineMS > 0 && j.DeadlineMS < now)
+	})
+}
+
+// believedOpen lists the jobs the session takes to be open, with the state it knows them in.
+func (s *Session) believedOpen() map[string]jobs.State {
 	believed := map[string]jobs.State{}
 	for id := range s.callSeq {
 		believed[id] = jobs.Pending
@@ -126,7 +162,16 @@ func (s *Session) reconcile() {
 			}
 		}
 	}
+	return believed
+}
+
+// reconcileJobs handles the end of each job of believed (those check passes; all for nil)
+// that the store shows ended.
+func (s *Session) reconcileJobs(believed map[string]jobs.State, check func(id string) bool) {
 	for _, id := range slices.Sorted(maps.Keys(believed)) {
+		if check != nil && !check(id) {
+			continue
+		}
 		j, err := s.engine().Reload(s.ctx(), s.addr(id))
 		if err != nil || !j.State.Terminal() {
 			continue

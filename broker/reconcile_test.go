@@ -2,8 +2,12 @@ package broker
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/jobs/memstore"
 
 	"github.com/backchannel-io/backchannel/internal/redistest"
 	"github.com/backchannel-io/backchannel/jobs"
@@ -99,4 +103,53 @@ func (n *Node) takeOverWhenFree(t *testing.T, id string) (p *jobs.ParkedSession,
 			t.Fatalf("the session was not taken over (held %v)", held)
 		}
 	}
+}
+
+// TestSweepFindsAnOverdueJobsLostEnd: a job's deadline fires through another node's engine and
+// its change never reaches the session's node — lost by a failed publish, with no subscription
+// dropping, so nothing reconciles. Once the job is overdue by overdueGrace, the session's
+// sweep reads its end from the store: the host gets its tool_cancel (timeout), once; before
+// that the sweep asks nothing.
+func TestSweepFindsAnOverdueJobsLostEnd(t *testing.T) {
+	store := memstore.New(nil)
+	var ahead atomic.Int64 // how far the node's sweeps run ahead of the real time
+	n := NewNode(Config{APIKeys: map[string]string{testKey: "tenant-t"}, BackgroundAfter: 30 * time.Second, ResumeWindow: 30 * time.Second}, store)
+	n.now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = n.Run(ctx) }()
+	t.Cleanup(func() { n.Halt(); cancel(); <-done })
+	s, err := n.CreateSession("tenant-t", ModelConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := connect(t, n, map[string]any{"session_id": s.ID(), "join_token": s.JoinToken()})
+	host.declare([]map[string]any{{"name": "export", "description": "d", "parameters": map[string]any{"type": "object"}, "timeout": "120s"}})
+	agent, _ := connect(t, n, map[string]any{"role": "agent", "session_id": s.ID(), "join_token": s.JoinToken()})
+	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc1", "call_id": "a1", "conversation_id": "root", "name": "export", "arguments": map[string]any{}})
+	call := host.next()
+	if call["type"] != "tool_call" {
+		t.Fatalf("the host got %v, want the tool_call", call)
+	}
+	later := time.Now().Add(time.Hour)
+	other := jobs.NewEngine(store, jobs.Options{Clock: jobs.NewFakeClock(later), Tenants: []string{"tenant-t"}}) // its change is lost
+	if fired, err := other.Tick(context.Background(), later); err != nil || fired != 1 {
+		t.Fatalf("the other engine fired %d deadlines (%v), want the job's", fired, err)
+	}
+	marker := func(text string) {
+		t.Helper()
+		s.post(func() { s.send(host.c.slot, &frames.Error{Code: frames.CodeInternal, Message: text}) })
+		if f := host.next(); f["message"] != text {
+			t.Fatalf("the host got %v before the marker %q", f, text)
+		}
+	}
+	s.post(s.sweepOverdue) // not overdue yet: nothing
+	marker("not yet")
+	ahead.Store(int64(time.Hour))
+	s.post(s.sweepOverdue)
+	if f := host.next(); f["type"] != "tool_cancel" || f["call_id"] != call["call_id"] || f["reason"] != "timeout" {
+		t.Fatalf("after the sweep the host got %v, want the job's tool_cancel (timeout)", f)
+	}
+	s.post(s.sweepOverdue)
+	marker("once")
 }

@@ -31,6 +31,11 @@ func (e *Engine) Reload(ctx context.Context, a Addr) (*Job, error) {
 	return j, nil
 }
 
+// Cached returns the open job tenant's callID as the engine last saw it, without asking the
+// store; nil when the engine has no open job of that id (it saw it end, or never loaded it).
+// The job must not be modified.
+func (e *Engine) Cached(tenant, callID string) *Job { return e.cached(tenant, callID) }
+
 // OpenJobs returns the session's non-terminal jobs, with their arguments, oldest first.
 func (e *Engine) OpenJobs(ctx context.Context, tenant, sessionID string) ([]*Job, error) {
 	ids, err := read(ctx, e, func() ([]string, error) { return e.store.OpenJobs(ctx, tenant, sessionID) })
