@@ -151,7 +151,9 @@ func (s *Session) writeHeld(state []byte) error {
 			w.Frames = append(w.Frames, jobs.JournalFrameWrite{Slot: h.sl.id, Seq: h.seq, Data: h.data, Replace: h.replace})
 		}
 	}
-	return s.node.journal.AppendFrames(ctx, s.node.addr, s.tenant, s.id, w)
+	err := s.node.journal.AppendFrames(ctx, s.node.addr, s.tenant, s.id, w)
+	s.node.journalWrote(err)
+	return err
 }
 
 // sendHeld sends, in order, the held frames the journal has, up to the first it lacks, to

@@ -394,15 +394,20 @@ func (n *Node) follow(w http.ResponseWriter, r *http.Request, tenant, id string,
 	}
 }
 
-// ready is /readyz: the store must answer. It is unauthenticated, so a failure says only that
-// (SPEC 18: {"ready": false, "reason": "store unreachable"}); the store's error, which names its
-// address, goes to the log.
+// ready is /readyz: the store must answer, and the journal take writes (journalhealth.go). It
+// is unauthenticated, so a failure says only that (SPEC 18: {"ready": false, "reason": "store
+// unreachable"} or "journal writes failing"); the store's error, which names its address, goes
+// to the log.
 func (n *Node) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := n.store.Ping(ctx); err != nil {
 		n.log.Warn("broker: /readyz: the store is not reachable", "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "store unreachable"})
+		return
+	}
+	if n.journalFailing() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "reason": "journal writes failing"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "status": "ready"})

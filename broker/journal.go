@@ -59,6 +59,7 @@ func (s *Session) saveJournal() error {
 		ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
 		defer cancel()
 		err = j.SaveSession(ctx, s.node.addr, s.tenant, s.id, data, slots, s.node.cfg.HoldTTL)
+		s.node.journalWrote(err)
 	}
 	if err != nil {
 		s.journaled.Store(false)
@@ -103,6 +104,7 @@ func (n *Node) renewLeases(ctx context.Context) {
 	n.mu.Unlock()
 	for tenant, ids := range byTenant {
 		lost, err := n.journal.RenewLeases(ctx, n.addr, tenant, ids, n.cfg.HoldTTL)
+		n.journalWrote(err)
 		if err != nil {
 			n.log.Warn("broker: renewing the node's leases", "tenant", tenant, "sessions", len(ids), "err", err)
 			continue

@@ -25,6 +25,8 @@ type metrics struct {
 	narrationDelay prometheus.Histogram
 	// heldBack counts the times a connection's reading waited for its session to catch up.
 	heldBack prometheus.Counter
+	// journalErrors counts the journal writes that failed (journalhealth.go).
+	journalErrors prometheus.Counter
 
 	// The counters of every known label value, looked up once at start: the per-frame and
 	// per-transition paths read these maps (never written afterwards) instead of hashing the
@@ -60,8 +62,10 @@ func newMetrics() *metrics {
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1}}),
 		heldBack: prometheus.NewCounter(prometheus.CounterOpts{Name: "backchannel_connections_held_back_total",
 			Help: "Times a connection was not read until its session caught up (SPEC 2: at most 64 messages or 4 MiB queued)."}),
+		journalErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "backchannel_journal_errors_total",
+			Help: "Journal writes that failed (the frames they carried wait and are retried)."}),
 	}
-	m.registry.MustRegister(m.sessions, m.connections, m.framesIn, m.framesOut, m.errors, m.changes, m.narrationDelay, m.heldBack,
+	m.registry.MustRegister(m.sessions, m.connections, m.framesIn, m.framesOut, m.errors, m.changes, m.narrationDelay, m.heldBack, m.journalErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.frameCounters = make(map[string]prometheus.Counter)
 	for _, typ := range frames.Types() {

@@ -27,8 +27,12 @@ type Node struct {
 	engine *jobs.Engine
 	ctx    context.Context
 	cancel context.CancelFunc
-	// now tells the time of the node's sweeps (sweepOverdue); time.Now but in tests.
+	// now tells the time of the node's sweeps (sweepOverdue) and its journal's health
+	// (journalhealth.go); time.Now but in tests.
 	now func() time.Time
+	// journalFailingSince is when the journal writes started failing (unix ms; 0: the last
+	// one succeeded).
+	journalFailingSince atomic.Int64
 
 	takeMu   sync.Mutex // serializes taking back parked sessions (park.go)
 	mu       sync.Mutex

@@ -14,9 +14,9 @@ import (
 	"github.com/backchannel-io/backchannel/jobs/redisstore"
 )
 
-// redisNode starts a node named id on a Redis shared by the test's nodes; halt stops it as a
-// crash would.
-func redisNode(t *testing.T, id string, opts redisstore.Options) (n *Node, halt func()) {
+// redisNode starts a node named id on a Redis shared by the test's nodes, after prep; halt stops
+// it as a crash would.
+func redisNode(t *testing.T, id string, opts redisstore.Options, prep ...func(*Node)) (n *Node, halt func()) {
 	t.Helper()
 	store, err := redisstore.New(opts)
 	if err != nil {
@@ -25,6 +25,9 @@ func redisNode(t *testing.T, id string, opts redisstore.Options) (n *Node, halt 
 	cfg := Config{APIKeys: map[string]string{testKey: "tenant-t"}, NodeID: id, HoldTTL: 600 * time.Millisecond,
 		BackgroundAfter: 30 * time.Second, ResumeWindow: 30 * time.Second}
 	n = NewNode(cfg, store)
+	for _, p := range prep {
+		p(n)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = n.Run(ctx) }()
