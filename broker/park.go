@@ -185,7 +185,7 @@ func (v *voice) parkCompletions() []parkedCompletion {
 		attempt := it.Attempt
 		if spoken {
 			v.lifecycle(it, "failed", "")
-			if attempt >= 2 {
+			if attempt >= narration.MaxCompletionAttempts {
 				v.deliveryFailed(it, narration.ModelError, attempt)
 				return
 			}
@@ -393,7 +393,7 @@ func (s *Session) catchUp(was map[string]jobs.State, open []*jobs.Job, voiced ma
 			attempt := 1
 			if n, ok := voiced[j.CallID]; ok {
 				attempt = n // one in flight counted as a failed attempt (SPEC 15)
-				if n < 1 || n > 2 {
+				if n < 1 || n > narration.MaxCompletionAttempts {
 					continue // delivered, or its attempts are spent
 				}
 			}
