@@ -103,30 +103,37 @@ func (n *Node) Engine() *jobs.Engine { return n.engine }
 // Config returns the node's configuration with defaults applied.
 func (n *Node) Config() Config { return n.cfg }
 
-// Run fires job deadlines and forgets ended sessions after the retention period, until ctx
-// ends or the node shuts down.
+// Run fires job deadlines and runs the node's background loops — forgetting ended sessions
+// after the retention period, relaying, holding and renewing sessions, sweeping parked and
+// overdue work — until ctx ends or the node shuts down (Shutdown, Halt). It returns once every
+// loop it started has returned.
 func (n *Node) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
+	var loops sync.WaitGroup
+	loop := func(fn func(context.Context)) {
+		loops.Add(1)
+		go func() { defer loops.Done(); fn(ctx) }()
+	}
+	defer func() { cancel(); loops.Wait() }()
+	loop(func(ctx context.Context) {
 		select {
 		case <-n.ctx.Done():
 			cancel()
 		case <-ctx.Done():
 		}
-	}()
-	go n.sweepEnded(ctx)
+	})
+	loop(n.sweepEnded)
 	if r, ok := n.store.(jobs.ChangeRelay); ok {
-		go n.subscribeChanges(ctx, r)
-		go every(ctx, overdueSweep, n.sweepOverdueAll)
+		loop(func(ctx context.Context) { n.subscribeChanges(ctx, r) })
+		loop(func(ctx context.Context) { every(ctx, overdueSweep, n.sweepOverdueAll) })
 	}
 	if n.dir != nil {
-		go n.listen(ctx)
-		go n.holdEvery(ctx)
-		go every(ctx, relayCheck, n.pingRelays)
+		loop(n.listen)
+		loop(n.holdEvery)
+		loop(func(ctx context.Context) { every(ctx, relayCheck, n.pingRelays) })
 	}
 	if _, ok := n.store.(jobs.SessionParking); ok {
-		go every(ctx, parkedSweep, func() { n.sweepParked(); n.sweepOrphans() })
+		loop(func(ctx context.Context) { every(ctx, parkedSweep, func() { n.sweepParked(); n.sweepOrphans() }) })
 	}
 	err := n.engine.Run(ctx)
 	if errors.Is(err, context.Canceled) {
@@ -242,6 +249,16 @@ func (n *Node) recordEnded(id string, e *endedSession) {
 // CreateSession creates a session of tenant (POST /v1/sessions, or a hello with only an API
 // key) with the model it names (empty: the server's default).
 func (n *Node) CreateSession(tenant string, mc ModelConfig) (*Session, error) {
+	s, err := n.newLiveSession(tenant, mc)
+	if err != nil {
+		return nil, err
+	}
+	n.hold(s) // the store's round trip, outside the node's lock; before anyone learns the id
+	return s, nil
+}
+
+// newLiveSession makes and registers a new session, under the node's lock.
+func (n *Node) newLiveSession(tenant string, mc ModelConfig) (*Session, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closing {
@@ -254,7 +271,6 @@ func (n *Node) CreateSession(tenant string, mc ModelConfig) (*Session, error) {
 	s.modelCfg = mc
 	n.addSessionLocked(s)
 	s.start()
-	n.hold(s)
 	return s, nil
 }
 

@@ -139,7 +139,11 @@ func (s *Store) subscribe(ctx context.Context, channel string, fn func(payload s
 		_ = sub.Close()
 		return err
 	}
+	// Receive does not see ctx end while it waits on the connection: closing the subscription
+	// ends the wait, so the goroutine ends with ctx.
+	stop := context.AfterFunc(ctx, func() { _ = sub.Close() })
 	go func() {
+		defer stop()
 		defer sub.Close()
 		down := false
 		for {
