@@ -1,12 +1,8 @@
 package voicetest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,8 +19,6 @@ const waitTimeout = 20 * time.Second
 
 // frame is one JSON frame received from the broker.
 type frame struct{ wiretest.Frame }
-
-func parseFrame(data []byte) frame { return frame{wiretest.ParseFrame(data)} }
 
 func (f frame) str(k string) string { return f.Str(k) }
 
@@ -62,8 +56,14 @@ type event struct {
 
 func (e event) isAudio() bool { return e.Audio != nil }
 
+func eventOf(e wiretest.Event) event {
+	return event{Idx: e.Idx, At: e.At, Audio: e.Audio, F: frame{e.Frame}}
+}
+
 // match selects frames.
 type match func(frame) bool
+
+func (m match) wire() wiretest.Match { return func(f wiretest.Frame) bool { return m(frame{f}) } }
 
 // typ matches frames of type t whose string members equal kv (key, value, …).
 func typ(t string, kv ...string) match {
@@ -71,111 +71,23 @@ func typ(t string, kv ...string) match {
 	return func(f frame) bool { return m(f.Frame) }
 }
 
-// conn is one WebSocket connection to the broker: it keeps everything received, in order,
-// with arrival times, on a reader goroutine, and checks that seq is consecutive (SPEC 2).
+// conn is one WebSocket connection to the broker: wiretest's test client (which records every
+// message with its arrival time and checks seq, session.ended and the audio framing), with the
+// index-based waits the voice scenarios use.
 type conn struct {
+	*wiretest.Conn
 	t    testing.TB
 	name string
-	ws   *websocket.Conn
-	tcp  net.Conn // set once by dial
-	hc   *http.Client
-
-	mu       sync.Mutex
-	history  []event
-	taken    map[int]bool // frames a wait consumed
-	notify   chan struct{}
-	done     chan struct{}
-	closeErr error
-	welcomed bool
-	nextSeq  int64
-	lastSeq  int64
-	problems []string
-	ended    bool // session.ended arrived
 }
 
 // dial opens a connection to wsURL; it is closed when the test ends.
 func dial(t testing.TB, wsURL, name string) *conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ws, tcp, hc, err := wiretest.DialWebSocket(ctx, wsURL)
-	if err != nil {
-		t.Fatalf("%s: dial %s: %v", name, wsURL, err)
-	}
-	c := &conn{t: t, name: name, ws: ws, tcp: tcp, hc: hc, taken: map[int]bool{}, notify: make(chan struct{}), done: make(chan struct{}), nextSeq: 1}
-	go c.read()
-	t.Cleanup(c.close)
-	return c
+	return &conn{Conn: wiretest.Dial(t, wsURL, name), t: t, name: name}
 }
 
-func (c *conn) close() {
-	_ = c.ws.CloseNow()
-	<-c.done
-	c.hc.CloseIdleConnections()
-	c.mu.Lock()
-	problems := c.problems
-	c.mu.Unlock()
-	for _, p := range problems {
-		c.t.Errorf("%s: %s", c.name, p)
-	}
-}
-
-func (c *conn) read() {
-	defer close(c.done)
-	for {
-		typ, data, err := c.ws.Read(context.Background())
-		now := time.Now()
-		c.mu.Lock()
-		if err != nil {
-			c.closeErr = err
-			close(c.notify)
-			c.notify = make(chan struct{})
-			c.mu.Unlock()
-			return
-		}
-		e := event{Idx: len(c.history), At: now}
-		if typ == websocket.MessageBinary {
-			e.Audio = data
-			if len(data) != g711.SamplesPer20ms {
-				c.problems = append(c.problems, fmt.Sprintf("SPEC 17: an agent audio message of %d bytes, want 20 ms (%d bytes of µ-law)", len(data), g711.SamplesPer20ms))
-			}
-			if c.ended {
-				c.problems = append(c.problems, "agent audio after session.ended")
-			}
-		} else {
-			e.F = parseFrame(data)
-			c.check(e.F)
-		}
-		c.history = append(c.history, e)
-		close(c.notify)
-		c.notify = make(chan struct{})
-		c.mu.Unlock()
-	}
-}
-
-// check applies SPEC 2 (every frame after the welcome carries a consecutive seq) and SPEC 3.6
-// (session.ended is the last frame).
-func (c *conn) check(f frame) {
-	if c.ended {
-		c.problems = append(c.problems, "frame after session.ended: "+f.String())
-	}
-	if f.Type == "session.ended" {
-		c.ended = true
-	}
-	if f.Type == "welcome" {
-		c.welcomed = true
-		return
-	}
-	if !c.welcomed {
-		return
-	}
-	seq := f.num("seq")
-	if seq != c.nextSeq {
-		c.problems = append(c.problems, fmt.Sprintf("seq %d, want %d: %s", seq, c.nextSeq, f))
-	}
-	c.nextSeq = seq + 1
-	c.lastSeq = seq
-}
+// close drops the connection (no close frame) and waits for its reader.
+func (c *conn) close() { c.CloseNow() }
 
 // send sends v as one text message (a frames.Frame through frames.Encode, anything else as
 // JSON). It fails the test on error.
@@ -187,37 +99,23 @@ func (c *conn) send(v any) {
 }
 
 func (c *conn) trySend(v any) error {
-	var data []byte
-	var err error
-	switch v := v.(type) {
-	case frames.Frame:
-		data, err = frames.Encode(v)
-	default:
-		data, err = json.Marshal(v)
+	if f, ok := v.(frames.Frame); ok {
+		data, err := frames.Encode(f)
+		if err != nil {
+			return err
+		}
+		return c.SendRaw(data)
 	}
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return c.ws.Write(ctx, websocket.MessageText, data)
+	return c.SendErr(v)
 }
 
 // sendAudio sends one binary message of caller audio.
-func (c *conn) sendAudio(chunk []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return c.ws.Write(ctx, websocket.MessageBinary, chunk)
-}
+func (c *conn) sendAudio(chunk []byte) error { return c.SendBinary(chunk) }
 
 // hello sends a hello with members (protocol added) and returns the welcome.
 func (c *conn) hello(members map[string]any) frame {
 	c.t.Helper()
-	h, next := wiretest.HelloFrame(members)
-	c.mu.Lock()
-	c.nextSeq = next
-	c.mu.Unlock()
-	c.send(h)
+	c.SendHello(members)
 	e := c.expect(func(f frame) bool { return f.Type == "welcome" || f.Type == "error" })
 	if e.F.Type != "welcome" {
 		c.t.Fatalf("%s: hello refused: %s", c.name, e.F)
@@ -228,59 +126,20 @@ func (c *conn) hello(members map[string]any) frame {
 // waitFrom takes the first frame after index from (inclusive) not taken yet that m matches,
 // waiting up to d.
 func (c *conn) waitFrom(from int, d time.Duration, m match) (event, error) {
-	e, found, closed := c.waitFor(from, d, func(i int, e event) bool {
-		if e.isAudio() || c.taken[i] || !m(e.F) {
-			return false
-		}
-		c.taken[i] = true
-		return true
-	})
-	switch {
-	case found:
-		return e, nil
-	case closed != nil:
-		return event{}, fmt.Errorf("%s: connection closed (%v) before the frame came; received:%s", c.name, closed, c.dump(from))
-	}
-	return event{}, fmt.Errorf("%s: no matching frame within %v; received:%s", c.name, d, c.dump(from))
+	e, err := c.WaitFrom(from, d, m.wire())
+	return eventOf(e), err
 }
 
-// waitFor waits up to d for the first message at index from or later that pick accepts (pick
-// runs with c.mu held). found is false when d passed or the connection ended first (closed is
-// then why it ended).
-func (c *conn) waitFor(from int, d time.Duration, pick func(i int, e event) bool) (e event, found bool, closed error) {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		c.mu.Lock()
-		for i := max(from, 0); i < len(c.history); i++ {
-			if pick(i, c.history[i]) {
-				e = c.history[i]
-				c.mu.Unlock()
-				return e, true, nil
-			}
-		}
-		ch := c.notify
-		closed = c.closeErr
-		c.mu.Unlock()
-		if closed != nil {
-			return event{}, false, closed
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return event{}, false, nil
-		}
-	}
+// waitFor waits up to d for the first message at index from or later that pick accepts.
+func (c *conn) waitFor(from int, d time.Duration, pick func(e event) bool) (event, bool, error) {
+	e, found, closed := c.WaitFor(from, d, func(e wiretest.Event) bool { return pick(eventOf(e)) })
+	return eventOf(e), found, closed
 }
 
 // expect takes the first untaken frame m matches, failing the test after waitTimeout.
 func (c *conn) expect(m match) event {
 	c.t.Helper()
-	e, err := c.waitFrom(0, waitTimeout, m)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return e
+	return c.expectAfter(0, m)
 }
 
 // expectAfter is expect among the frames from index from on.
@@ -313,33 +172,26 @@ func (c *conn) never(m match, why string) {
 
 // events returns a copy of the history.
 func (c *conn) events() []event {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]event(nil), c.history...)
+	es := c.Events()
+	out := make([]event, len(es))
+	for i, e := range es {
+		out[i] = eventOf(e)
+	}
+	return out
 }
 
 // mark is the index the next received message will get.
-func (c *conn) mark() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.history)
-}
+func (c *conn) mark() int { return c.Mark() }
 
 // lastAudio is the newest agent audio message (ok false when none arrived yet).
 func (c *conn) lastAudio() (event, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i := len(c.history) - 1; i >= 0; i-- {
-		if c.history[i].isAudio() {
-			return c.history[i], true
-		}
-	}
-	return event{}, false
+	e, ok := c.LastAudio()
+	return eventOf(e), ok
 }
 
 // waitAudio waits for the first agent audio message at index from or later.
 func (c *conn) waitAudio(from int, d time.Duration) (event, error) {
-	e, found, closed := c.waitFor(from, d, func(_ int, e event) bool { return e.isAudio() })
+	e, found, closed := c.waitFor(from, d, func(e event) bool { return e.isAudio() })
 	switch {
 	case found:
 		return e, nil
@@ -362,8 +214,8 @@ func (c *conn) expectAudio(from int) event {
 // audioFrames counts the agent audio messages with index in [from, to) (to < 0: to the end).
 func (c *conn) audioFrames(from, to int) int {
 	n := 0
-	for _, e := range c.events() {
-		if e.Idx >= from && (to < 0 || e.Idx < to) && e.isAudio() {
+	for _, e := range c.Events() {
+		if e.Idx >= from && (to < 0 || e.Idx < to) && e.IsAudio() {
 			n++
 		}
 	}
@@ -414,79 +266,25 @@ func (c *conn) noAudio(d time.Duration, why string) {
 }
 
 // cut drops the TCP connection abruptly (an RST, no close frame).
-func (c *conn) cut() {
-	nc := c.tcp
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetLinger(0)
-	}
-	if nc != nil {
-		_ = nc.Close()
-	}
-	<-c.done
-}
+func (c *conn) cut() { c.Cut() }
 
 // waitClosed waits until the broker closed the connection and returns its close status.
 func (c *conn) waitClosed() websocket.StatusCode {
 	c.t.Helper()
-	select {
-	case <-c.done:
-	case <-time.After(waitTimeout):
-		c.t.Fatalf("%s: still open after %v", c.name, waitTimeout)
+	st, err := c.WaitClosed(waitTimeout)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return websocket.CloseStatus(c.closeErr)
+	return st
 }
 
 // sessionEnded reports whether session.ended arrived.
-func (c *conn) sessionEnded() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ended
-}
+func (c *conn) sessionEnded() bool { return c.SessionEnded() }
 
-func (c *conn) lastSeqSeen() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lastSeq
-}
+func (c *conn) lastSeqSeen() int64 { return c.LastSeq() }
 
-// dump renders what arrived from index from on, with arrival times relative to the first
-// message shown (runs of audio summarized).
-func (c *conn) dump(from int) string {
-	var b strings.Builder
-	var t0, runStart, runEnd time.Time
-	audio := 0
-	flush := func() {
-		if audio > 0 {
-			fmt.Fprintf(&b, "\n  +%dms [%d audio until +%dms]", runStart.Sub(t0).Milliseconds(), audio, runEnd.Sub(t0).Milliseconds())
-			audio = 0
-		}
-	}
-	for _, e := range c.events() {
-		if e.Idx < from {
-			continue
-		}
-		if t0.IsZero() {
-			t0 = e.At
-		}
-		if e.isAudio() {
-			if audio == 0 {
-				runStart = e.At
-			}
-			runEnd = e.At
-			audio++
-			continue
-		}
-		flush()
-		fmt.Fprintf(&b, "\n  +%dms %s", e.At.Sub(t0).Milliseconds(), e.F)
-	}
-	flush()
-	if b.Len() == 0 {
-		return " (nothing)"
-	}
-	return b.String()
-}
+// dump renders what arrived from index from on, with arrival times.
+func (c *conn) dump(from int) string { return c.Dump(from) }
 
 // ---------------------------------------------------------------------------------------------
 // the caller's microphone

@@ -3,9 +3,11 @@
 // only through its wire protocol — WebSocket frames at /v1/ws and the HTTP API — the way any
 // client would (SPEC 2–7, 10, 11, 13, 16).
 //
-// This file is the test client: Conn dials /v1/ws keeping the TCP connection (so a test can cut
-// it abruptly), queues every frame it receives on a reader goroutine, and checks on the fly that
-// the seq of every frame after the welcome is consecutive.
+// This file is the test client of the broker's tests (this package's and broker/voicetest's):
+// Conn dials /v1/ws keeping the TCP connection (so a test can cut it abruptly), records every
+// message it receives — frames and agent audio, with arrival times — on a reader goroutine, and
+// checks on the fly that the seq of every frame after the welcome is consecutive (SPEC 2), that
+// nothing follows session.ended (SPEC 3.6) and that agent audio comes in 20 ms messages (SPEC 17).
 package wiretest
 
 import (
@@ -126,7 +128,21 @@ func asMatch(m any) Match {
 	panic(fmt.Sprintf("wiretest: %T is not a frame type or a Match", m))
 }
 
-// Conn is one WebSocket connection to the broker, with everything it received.
+// Event is one message the connection received: a frame, or a binary message of agent audio
+// (SPEC 17), with its place in the connection's history and its arrival time.
+type Event struct {
+	Idx   int
+	At    time.Time
+	Audio []byte // agent audio; nil for a frame
+	Frame Frame
+}
+
+// IsAudio reports whether the event is agent audio.
+func (e Event) IsAudio() bool { return e.Audio != nil }
+
+// Conn is one WebSocket connection to the broker, with everything it received. A frame is
+// taken by the wait that matched it (Wait, Expect, WaitFrom) and no later wait matches it
+// again; the history keeps it.
 type Conn struct {
 	t    testing.TB
 	Name string
@@ -136,19 +152,19 @@ type Conn struct {
 	tcp     net.Conn
 	hc      *http.Client
 
-	mu        sync.Mutex
-	queue     []Frame // received, not yet taken by Expect
-	history   []Frame // everything received, in order
-	notify    chan struct{}
-	welcomed  bool
-	nextSeq   int64 // the seq the next frame after the welcome must carry
-	lastSeq   int64
-	seqErrs   []string
-	done      chan struct{} // closed when the reader stopped
-	closeErr  error
-	status    websocket.StatusCode
-	audio     int       // binary messages received
-	lastAudio time.Time // when the last of them came
+	mu       sync.Mutex
+	events   []Event // everything received, in order
+	untaken  []int   // the indices of the frames no wait has taken yet, in order
+	audio    int     // binary messages received
+	notify   chan struct{}
+	welcomed bool
+	nextSeq  int64 // the seq the next frame after the welcome must carry
+	lastSeq  int64
+	ended    bool // session.ended arrived
+	problems []string
+	done     chan struct{} // closed when the reader stopped
+	closeErr error
+	status   websocket.StatusCode
 }
 
 // Dial opens a WebSocket connection to wsURL (ws://HOST:PORT/v1/ws) without sending anything.
@@ -213,27 +229,24 @@ func (c *Conn) cleanup() {
 	<-c.done
 	c.hc.CloseIdleConnections()
 	c.mu.Lock()
-	errs := c.seqErrs
+	problems := c.problems
 	c.mu.Unlock()
-	for _, e := range errs {
-		c.t.Errorf("%s: %s", c.Name, e)
+	for _, p := range problems {
+		c.t.Errorf("%s: %s", c.Name, p)
 	}
 }
 
-// read queues every text message until the connection ends, and counts binary ones.
+// audioMessageBytes is the size of one agent audio message: 20 ms of µ-law at 8 kHz (SPEC 17).
+const audioMessageBytes = 160
+
+// read records every message until the connection ends.
 func (c *Conn) read() {
 	defer close(c.done)
 	for {
 		typ, data, err := c.ws.Read(context.Background())
-		if err == nil && typ == websocket.MessageBinary {
-			c.mu.Lock()
-			c.audio++ // agent audio (SPEC 17): not a frame, no seq
-			c.lastAudio = time.Now()
-			c.mu.Unlock()
-			continue
-		}
+		now := time.Now()
+		c.mu.Lock()
 		if err != nil {
-			c.mu.Lock()
 			c.closeErr = err
 			c.status = websocket.CloseStatus(err)
 			close(c.notify)
@@ -241,25 +254,42 @@ func (c *Conn) read() {
 			c.mu.Unlock()
 			return
 		}
-		f := ParseFrame(data)
-		c.mu.Lock()
-		c.checkSeq(f)
-		c.queue = append(c.queue, f)
-		c.history = append(c.history, f)
+		e := Event{Idx: len(c.events), At: now}
+		if typ == websocket.MessageBinary {
+			e.Audio = data // agent audio (SPEC 17): not a frame, no seq
+			c.audio++
+			if len(data) != audioMessageBytes {
+				c.problems = append(c.problems, fmt.Sprintf("SPEC 17: an agent audio message of %d bytes, want 20 ms (%d bytes of µ-law)", len(data), audioMessageBytes))
+			}
+			if c.ended {
+				c.problems = append(c.problems, "agent audio after session.ended")
+			}
+		} else {
+			e.Frame = ParseFrame(data)
+			c.check(e.Frame)
+			c.untaken = append(c.untaken, e.Idx)
+		}
+		c.events = append(c.events, e)
 		close(c.notify)
 		c.notify = make(chan struct{})
 		c.mu.Unlock()
 	}
 }
 
-// checkSeq applies SPEC 2: every frame but welcome carries seq, consecutive per slot (from 1 on a
-// fresh slot, from last_seq+1 on a resumed one). Frames before the welcome (a refused hello)
-// belong to no slot and are not checked.
-func (c *Conn) checkSeq(f Frame) {
+// check applies SPEC 2 — every frame but welcome carries seq, consecutive per slot (from 1 on
+// a fresh slot, from last_seq+1 on a resumed one); frames before the welcome (a refused hello)
+// belong to no slot and are not checked — and SPEC 3.6: session.ended is the last frame.
+func (c *Conn) check(f Frame) {
+	if c.ended {
+		c.problems = append(c.problems, "frame after session.ended: "+trunc(f.String(), 300))
+	}
+	if f.Type == "session.ended" {
+		c.ended = true
+	}
 	if f.Type == "welcome" {
 		c.welcomed = true
 		if f.Has("seq") {
-			c.seqErrs = append(c.seqErrs, "welcome carries seq: "+f.String())
+			c.problems = append(c.problems, "welcome carries seq: "+f.String())
 		}
 		return
 	}
@@ -268,7 +298,7 @@ func (c *Conn) checkSeq(f Frame) {
 	}
 	seq := f.Int("seq")
 	if seq != c.nextSeq {
-		c.seqErrs = append(c.seqErrs, fmt.Sprintf("seq %d, want %d (consecutive): %s", seq, c.nextSeq, trunc(f.String(), 300)))
+		c.problems = append(c.problems, fmt.Sprintf("seq %d, want %d (consecutive): %s", seq, c.nextSeq, trunc(f.String(), 300)))
 	}
 	c.nextSeq = seq + 1
 	c.lastSeq = seq
@@ -288,9 +318,10 @@ func (c *Conn) AudioQuiet(d time.Duration) {
 	c.t.Helper()
 	deadline := time.Now().Add(DefaultTimeout)
 	for {
-		c.mu.Lock()
-		last := c.lastAudio
-		c.mu.Unlock()
+		var last time.Time
+		if e, ok := c.LastAudio(); ok {
+			last = e.At
+		}
 		if time.Since(last) >= d {
 			return
 		}
@@ -412,33 +443,157 @@ func toInt64(v any) int64 {
 	return 0
 }
 
-// Wait takes the first queued frame m matches (waiting for it up to timeout), leaving the other
-// frames queued. It fails when the connection ends or the timeout passes first.
+// Wait takes the first frame not taken yet that m matches (waiting for it up to timeout),
+// leaving the others untaken. It fails when the connection ends or the timeout passes first.
 func (c *Conn) Wait(timeout time.Duration, m any) (Frame, error) {
 	match := asMatch(m)
+	e, found, closed := c.take(0, timeout, match)
+	switch {
+	case found:
+		return e.Frame, nil
+	case closed != nil:
+		return Frame{}, fmt.Errorf("%s: connection closed (%v) before the frame came; queued: %s", c.Name, closed, c.dumpQueue())
+	}
+	return Frame{}, fmt.Errorf("%s: no matching frame within %v; queued: %s", c.Name, timeout, c.dumpQueue())
+}
+
+// WaitFrom is Wait among the frames at index from or later (Mark), returning the event; its
+// error shows what arrived from there on, with arrival times.
+func (c *Conn) WaitFrom(from int, timeout time.Duration, m Match) (Event, error) {
+	e, found, closed := c.take(from, timeout, m)
+	switch {
+	case found:
+		return e, nil
+	case closed != nil:
+		return Event{}, fmt.Errorf("%s: connection closed (%v) before the frame came; received:%s", c.Name, closed, c.Dump(from))
+	}
+	return Event{}, fmt.Errorf("%s: no matching frame within %v; received:%s", c.Name, timeout, c.Dump(from))
+}
+
+// take waits up to timeout for the first untaken frame at index from or later that m
+// matches, and takes it.
+func (c *Conn) take(from int, timeout time.Duration, m Match) (e Event, found bool, closed error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
 		c.mu.Lock()
-		for i, f := range c.queue {
-			if match(f) {
-				c.queue = append(c.queue[:i:i], c.queue[i+1:]...)
+		for i, idx := range c.untaken {
+			if idx >= from && m(c.events[idx].Frame) {
+				c.untaken = append(c.untaken[:i:i], c.untaken[i+1:]...)
+				e = c.events[idx]
 				c.mu.Unlock()
-				return f, nil
+				return e, true, nil
 			}
 		}
-		ch := c.notify
-		closed := c.closeErr != nil
+		ch, closed := c.notify, c.closeErr
 		c.mu.Unlock()
-		if closed {
-			return Frame{}, fmt.Errorf("%s: connection closed (%v) before the frame came; queued: %s", c.Name, c.closeErr, c.dumpQueue())
+		if closed != nil {
+			return Event{}, false, closed
 		}
 		select {
 		case <-ch:
 		case <-deadline.C:
-			return Frame{}, fmt.Errorf("%s: no matching frame within %v; queued: %s", c.Name, timeout, c.dumpQueue())
+			return Event{}, false, nil
 		}
 	}
+}
+
+// WaitFor waits up to timeout for the first event — frame or audio, taken or not — at index
+// from or later that pick accepts. found is false when the timeout passed or the connection
+// ended first (closed is then why it ended).
+func (c *Conn) WaitFor(from int, timeout time.Duration, pick func(Event) bool) (e Event, found bool, closed error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		for i := max(from, 0); i < len(c.events); i++ {
+			if pick(c.events[i]) {
+				e = c.events[i]
+				c.mu.Unlock()
+				return e, true, nil
+			}
+		}
+		ch, closed := c.notify, c.closeErr
+		c.mu.Unlock()
+		if closed != nil {
+			return Event{}, false, closed
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return Event{}, false, nil
+		}
+	}
+}
+
+// Events returns a copy of everything received so far, in order.
+func (c *Conn) Events() []Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Event(nil), c.events...)
+}
+
+// Mark is the index the next message received will get.
+func (c *Conn) Mark() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.events)
+}
+
+// LastAudio is the newest agent audio message (ok false when none came yet).
+func (c *Conn) LastAudio() (Event, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.events) - 1; i >= 0; i-- {
+		if c.events[i].IsAudio() {
+			return c.events[i], true
+		}
+	}
+	return Event{}, false
+}
+
+// SessionEnded reports whether session.ended arrived.
+func (c *Conn) SessionEnded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ended
+}
+
+// Dump renders what arrived from index from on, with arrival times relative to the first
+// message shown (runs of audio summarized).
+func (c *Conn) Dump(from int) string {
+	var b strings.Builder
+	var t0, runStart, runEnd time.Time
+	audio := 0
+	flush := func() {
+		if audio > 0 {
+			fmt.Fprintf(&b, "\n  +%dms [%d audio until +%dms]", runStart.Sub(t0).Milliseconds(), audio, runEnd.Sub(t0).Milliseconds())
+			audio = 0
+		}
+	}
+	for _, e := range c.Events() {
+		if e.Idx < from {
+			continue
+		}
+		if t0.IsZero() {
+			t0 = e.At
+		}
+		if e.IsAudio() {
+			if audio == 0 {
+				runStart = e.At
+			}
+			runEnd = e.At
+			audio++
+			continue
+		}
+		flush()
+		fmt.Fprintf(&b, "\n  +%dms %s", e.At.Sub(t0).Milliseconds(), e.Frame)
+	}
+	flush()
+	if b.Len() == 0 {
+		return " (nothing)"
+	}
+	return b.String()
 }
 
 // Expect is Wait with DefaultTimeout that fails the test.
@@ -475,37 +630,46 @@ func (c *Conn) Next() Frame {
 	return c.Expect(Match(Any))
 }
 
-// Drain drops every queued frame.
+// Drain takes every frame received so far.
 func (c *Conn) Drain() {
 	c.mu.Lock()
-	c.queue = nil
+	c.untaken = nil
 	c.mu.Unlock()
 }
 
-// Queued returns a copy of the queued frames.
+// Queued returns the frames no wait has taken yet.
 func (c *Conn) Queued() []Frame {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]Frame(nil), c.queue...)
+	out := make([]Frame, 0, len(c.untaken))
+	for _, idx := range c.untaken {
+		out = append(out, c.events[idx].Frame)
+	}
+	return out
 }
 
-// History returns every frame received so far, in order.
+// History returns every frame received so far, in order (agent audio left out).
 func (c *Conn) History() []Frame {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]Frame(nil), c.history...)
+	var out []Frame
+	for _, e := range c.events {
+		if !e.IsAudio() {
+			out = append(out, e.Frame)
+		}
+	}
+	return out
 }
 
 func (c *Conn) dumpQueue() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.queue) == 0 {
+	q := c.Queued()
+	if len(q) == 0 {
 		return "(none)"
 	}
 	var b strings.Builder
-	for i, f := range c.queue {
+	for i, f := range q {
 		if i == 20 {
-			fmt.Fprintf(&b, "\n  … %d more", len(c.queue)-i)
+			fmt.Fprintf(&b, "\n  … %d more", len(q)-i)
 			break
 		}
 		b.WriteString("\n  ")
@@ -572,6 +736,12 @@ func (c *Conn) Cut() {
 		_ = tc.SetLinger(0)
 	}
 	_ = nc.Close()
+	<-c.done
+}
+
+// CloseNow drops the connection without a close frame and waits for its reader to stop.
+func (c *Conn) CloseNow() {
+	_ = c.ws.CloseNow()
 	<-c.done
 }
 
