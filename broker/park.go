@@ -275,10 +275,8 @@ func (n *Node) claim(tenant, id string) (*Session, bool) {
 
 // restore rebuilds a parked session's structure; takenBack then starts its clocks.
 func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
-	s := &Session{node: n, id: p.SessionID, tenant: p.Tenant, created: time.UnixMilli(st.CreatedMS),
-		slots: make(map[string]*Slot), expired: make(map[string]bool), callSeq: make(map[string]callOut),
-		modelCfg: st.Model, orders: st.Orders}
-	s.mb.after = s.flushHeld
+	s := sessionOf(n, p.SessionID, p.Tenant, time.UnixMilli(st.CreatedMS))
+	s.modelCfg, s.orders = st.Model, st.Orders
 	copy(s.joinHash[:], st.JoinHash)
 	copy(s.callerHash[:], st.CallerHash)
 	for _, id := range st.Expired {

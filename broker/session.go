@@ -84,20 +84,21 @@ const (
 )
 
 func newSession(n *Node, tenant string) *Session {
-	s := &Session{
-		node:      n,
-		id:        "sess_" + randomID(20),
-		tenant:    tenant,
-		joinToken: "jt_" + randomToken(24),
-		// ct_ + 24 random bytes, like the join token: at least 128 random bits (SPEC 3.1).
-		callerToken: "ct_" + randomToken(24),
-		created:     time.Now(),
-		slots:       make(map[string]*Slot),
-		expired:     make(map[string]bool),
-		callSeq:     make(map[string]callOut),
-	}
+	s := sessionOf(n, "sess_"+randomID(20), tenant, time.Now())
+	s.joinToken = "jt_" + randomToken(24)
+	// ct_ + 24 random bytes, like the join token: at least 128 random bits (SPEC 3.1).
+	s.callerToken = "ct_" + randomToken(24)
 	s.joinHash = hashToken(s.joinToken)
 	s.callerHash = hashToken(s.callerToken)
+	return s
+}
+
+// sessionOf is where every Session is made — a new one (newSession) and one rebuilt from the
+// store, parked or journaled by a node that died (Node.restore): its identity, its empty
+// parts, and the journal's turn after each of its events.
+func sessionOf(n *Node, id, tenant string, created time.Time) *Session {
+	s := &Session{node: n, id: id, tenant: tenant, created: created,
+		slots: make(map[string]*Slot), expired: make(map[string]bool), callSeq: make(map[string]callOut)}
 	s.mb.after = s.flushHeld
 	return s
 }
