@@ -27,27 +27,17 @@ type Client struct {
 	violated   time.Time // when the last of them came
 	backlog    backlog   // its messages waiting in the session's mailbox (backpressure.go)
 	closed     atomic.Bool
-
-	relay *edgeConn // set when another node holds the session: everything is forwarded there
 }
 
 // ConnectionID is the id the welcome named.
 func (c *Client) ConnectionID() string { return c.connID }
 
-// SessionID is the id of the client's session.
-func (c *Client) SessionID() string {
-	if c.relay != nil {
-		return c.relay.session
-	}
-	return c.session.id
-}
+// SessionID implements Connection.
+func (c *Client) SessionID() string { return c.session.id }
 
-// Receive takes one text message of the connection. It must be called from one goroutine.
+// Receive implements Connection: the frame is checked against the limits of SPEC 2 and
+// decoded here, then handled on the session's loop.
 func (c *Client) Receive(data []byte) {
-	if c.relay != nil {
-		c.relay.forward(relayMsg{Op: opFrame, Data: data})
-		return
-	}
 	if c.closed.Load() {
 		return
 	}
@@ -88,10 +78,6 @@ func (c *Client) Receive(data []byte) {
 // ReceiveAudio takes one binary message of the connection: caller audio (SPEC 17). It does not
 // count toward the frame rate limit.
 func (c *Client) ReceiveAudio(data []byte) {
-	if c.relay != nil {
-		c.relay.forward(relayMsg{Op: opAudio, Data: data})
-		return
-	}
 	if c.closed.Load() || c.role != frames.RoleCaller {
 		return
 	}
@@ -126,13 +112,8 @@ func requestID(f frames.Frame) string {
 	return ""
 }
 
-// Oversized reports a message the transport refused to read whole (over MaxFrameBytes); ref is
-// its id as frames.PeekID read it from the part that was read ("" when none could be read).
+// Oversized implements Connection.
 func (c *Client) Oversized(size int, ref string) {
-	if c.relay != nil {
-		c.relay.forward(relayMsg{Op: opOversized, Size: size, Ref: ref})
-		return
-	}
 	lim := &c.session.node.cfg.Limits
 	e := frames.Errorf(frames.CodeLimitExceeded, "frame of at least %d bytes is over the limit of %d bytes", size, lim.MaxFrameBytes)
 	e.Ref = ref
@@ -165,38 +146,49 @@ func (c *Client) violation(e *frames.Error) {
 // Dropped reports that the transport is gone (read error, closed, missed pongs). It is not
 // the end of the session: the slot waits for a resume (SPEC 10).
 func (c *Client) Dropped() {
-	if c.relay != nil {
-		c.relay.dropped()
-		return
-	}
 	c.closed.Store(true)
 	c.session.post(func() { c.session.dropped(c) })
 }
 
 // Hello handles the first frame of a new connection (SPEC 3): it authenticates, creates or
 // finds the session, attaches or resumes a slot and sends the welcome (and, on resume, the
-// replay). It returns nil after refusing the hello with an error frame and close 1008.
-func (n *Node) Hello(tr Transport, data []byte) *Client {
+// replay). It returns nil after refusing the hello with an error frame and close 1008. A hello
+// for a session another live node holds is relayed there (edge.go).
+func (n *Node) Hello(tr Transport, data []byte) Connection {
+	if e, c := n.hello(tr, data, true); e != nil {
+		return e
+	} else if c != nil {
+		return c
+	}
+	return nil
+}
+
+// hello is Hello; a connection relayed from another node (remote.go) is never relayed on
+// (mayRelay false). It returns the edge of a relayed connection, or the attached Client, or
+// neither after a refusal.
+func (n *Node) hello(tr Transport, data []byte, mayRelay bool) (*edgeConn, *Client) {
 	f, err := frames.DecodeClient(data)
 	if err != nil {
 		n.refuse(tr, decodeError(err))
-		return nil
+		return nil, nil
 	}
 	h, ok := f.(*frames.Hello)
 	if !ok {
 		e := frames.Errorf(frames.CodeBadFrame, "the first frame must be hello, got %s", f.FrameType())
 		e.Ref = requestID(f) // SPEC 2: the answer to a frame carries its id
 		n.refuse(tr, e)
-		return nil
+		return nil, nil
 	}
-	if c := n.relayHello(tr, h, data); c != nil {
-		return c
+	if mayRelay {
+		if e, refused := n.relayHello(tr, h, data); e != nil || refused {
+			return e, nil
+		}
 	}
 	s, created, e := n.sessionFor(h)
 	if e != nil {
 		e.Ref = h.ID
 		n.refuse(tr, e)
-		return nil
+		return nil, nil
 	}
 	type result struct {
 		c *Client
@@ -208,15 +200,15 @@ func (n *Node) Hello(tr Transport, data []byte) *Client {
 		e := frames.Errorf(frames.CodeSessionEnded, "session %s has ended", s.id)
 		e.Ref = h.ID
 		n.refuse(tr, e)
-		return nil
+		return nil, nil
 	}
 	r := <-reply
 	if r.e != nil {
 		r.e.Ref = h.ID
 		n.refuse(tr, r.e)
-		return nil
+		return nil, nil
 	}
-	return r.c
+	return nil, r.c
 }
 
 // refuse answers a hello with an error frame and closes the connection with 1008 (SPEC 3.3).

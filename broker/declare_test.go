@@ -65,12 +65,19 @@ func connect(t *testing.T, n *Node, hello map[string]any) (*testConn, map[string
 	}
 	tc := &testConn{t: t, frames: make(chan map[string]any, 1024)}
 	data, _ := json.Marshal(hello)
-	tc.c = n.Hello(tc, data)
+	tc.c = localHello(n, tc, data)
 	w := tc.next()
 	if tc.c == nil || w["type"] != "welcome" {
 		t.Fatalf("hello answered %v", w)
 	}
 	return tc, w
+}
+
+// localHello is Node.Hello for a session this node holds: the Client it attached (nil after a
+// refusal).
+func localHello(n *Node, tr Transport, data []byte) *Client {
+	c, _ := n.Hello(tr, data).(*Client)
+	return c
 }
 
 // next is the next frame the connection got.
@@ -149,7 +156,7 @@ func TestToolCountBeforeCompiling(t *testing.T) {
 	tc := &testConn{t: t, frames: make(chan map[string]any, 1024)}
 	hello, _ := json.Marshal(map[string]any{"type": "hello", "protocol": "backchannel.v1", "role": "host", "api_key": testKey,
 		"id": "h0", "tools": tools("h", 65, schema("hello"))})
-	if tc.c = n.Hello(tc, hello); tc.c == nil {
+	if tc.c = localHello(n, tc, hello); tc.c == nil {
 		t.Fatal("hello refused")
 	}
 	if w := tc.next(); w["type"] != "welcome" {
@@ -190,7 +197,7 @@ func TestToolCountBeforeCompiling(t *testing.T) {
 	h3 := &testConn{t: t, frames: make(chan map[string]any, 1024)}
 	hello, _ = json.Marshal(map[string]any{"type": "hello", "protocol": "backchannel.v1", "role": "host", "api_key": testKey,
 		"session_id": sid, "id": "h3", "tools": second})
-	if h3.c = n.Hello(h3, hello); h3.c == nil || h3.next()["type"] != "welcome" {
+	if h3.c = localHello(n, h3, hello); h3.c == nil || h3.next()["type"] != "welcome" {
 		t.Fatal("hello refused")
 	}
 	wantError(t, h3.next(), "limit_exceeded", "70 tools")
@@ -228,7 +235,7 @@ func TestResumeToolsNeedTheToken(t *testing.T) {
 	h := &testConn{t: t, frames: make(chan map[string]any, 16)}
 	hello, _ := json.Marshal(map[string]any{"type": "hello", "protocol": "backchannel.v1", "role": "host",
 		"session_id": tc.c.SessionID(), "resume_token": slotID + "-" + strings.Repeat("A", 22), "tools": tools("r", 3, func(i int) map[string]any { return bigSchema(fmt.Sprint("resume", i)) })})
-	if h.c = n.Hello(h, hello); h.c != nil {
+	if h.c = localHello(n, h, hello); h.c != nil {
 		t.Fatal("a wrong resume token was accepted")
 	}
 	wantError(t, h.next(), "resume_invalid")

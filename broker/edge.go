@@ -29,26 +29,27 @@ type edgeConn struct {
 }
 
 // relayHello makes tr the edge of a connection to a session another live node holds, and
-// forwards its hello there; nil when this node should answer the hello itself (the session is
-// here, parked — then it is taken back — or unknown).
-func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) *Client {
+// forwards its hello there. It returns nil when this node should answer the hello itself (the
+// session is here, parked — then it is taken back — or unknown), and refused when it answered
+// it already (the holder could not be reached: a retryable error).
+func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) (e *edgeConn, refused bool) {
 	if n.dir == nil || h.SessionID == "" || n.session(h.SessionID) != nil || n.endedInfo(h.SessionID) != nil {
-		return nil
+		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
 	defer cancel()
 	holder, _, err := n.dir.SessionHolder(ctx, h.SessionID)
 	if err != nil {
 		n.log.Warn("broker: looking up a session's node", "session", h.SessionID, "err", err)
-		return nil
+		return nil, false
 	}
 	if holder == "" || holder == n.addr {
-		return nil // nobody holds it: parked, or journaled by a node that died (sessionFor takes it)
+		return nil, false // nobody holds it: parked, or journaled by a node that died (sessionFor takes it)
 	}
 	if alive, err := n.dir.NodesAlive(ctx, []string{holder}); err != nil || !alive[holder] {
-		return nil // it died holding the session (its hold has not run out yet)
+		return nil, false // it died holding the session (its hold has not run out yet)
 	}
-	e := &edgeConn{n: n, holder: holder, conn: "rl_" + randomID(16), session: h.SessionID, tr: tr}
+	e = &edgeConn{n: n, holder: holder, conn: "rl_" + randomID(16), session: h.SessionID, tr: tr}
 	n.relayMu.Lock()
 	n.edges[e.conn] = e
 	n.relayMu.Unlock()
@@ -56,17 +57,31 @@ func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) *Client {
 	if err := n.sendTo(holder, relayMsg{Op: opHello, Conn: e.conn, N: 1, Data: data}); err != nil {
 		if errors.Is(err, jobs.ErrNotListening) {
 			e.forget()
-			return nil // it died holding the session: its lease runs out, and this node takes it
+			return nil, false // it died holding the session: its lease runs out, and this node takes it
 		}
 		n.log.Warn("broker: relaying a hello to the session's node", "session", h.SessionID, "node", holder, "err", err)
 		e.forget()
-		e := frames.Errorf(frames.CodeInternal, "the node that holds session %s cannot be reached; try again", h.SessionID)
-		e.Ref, e.Retryable = h.ID, true
-		n.refuse(tr, e)
-		return nil
+		refusal := frames.Errorf(frames.CodeInternal, "the node that holds session %s cannot be reached; try again", h.SessionID)
+		refusal.Ref, refusal.Retryable = h.ID, true
+		n.refuse(tr, refusal)
+		return nil, true
 	}
 	e.done.Store(1)
-	return &Client{relay: e, tr: tr}
+	return e, false
+}
+
+// SessionID implements Connection.
+func (e *edgeConn) SessionID() string { return e.session }
+
+// Receive implements Connection: the frame goes to the holder as it is.
+func (e *edgeConn) Receive(data []byte) { e.forward(relayMsg{Op: opFrame, Data: data}) }
+
+// ReceiveAudio implements Connection.
+func (e *edgeConn) ReceiveAudio(data []byte) { e.forward(relayMsg{Op: opAudio, Data: data}) }
+
+// Oversized implements Connection.
+func (e *edgeConn) Oversized(size int, ref string) {
+	e.forward(relayMsg{Op: opOversized, Size: size, Ref: ref})
 }
 
 // forward sends one of the connection's messages to the holder. One that cannot be sent breaks
@@ -117,8 +132,8 @@ func (e *edgeConn) tellDropped() {
 	}
 }
 
-// dropped: the client's connection is gone.
-func (e *edgeConn) dropped() {
+// Dropped implements Connection: the client's connection is gone.
+func (e *edgeConn) Dropped() {
 	if e.gone.Swap(true) {
 		return
 	}
@@ -199,6 +214,6 @@ func (n *Node) closeEdges() {
 	n.relayMu.Unlock()
 	for _, e := range es {
 		e.tr.Close(StatusServiceRestart, "service restart")
-		e.dropped()
+		e.Dropped()
 	}
 }

@@ -141,7 +141,7 @@ func TestRelayGapOnTheEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc := &closingConn{testConn: testConn{t: t, frames: make(chan map[string]any, 64)}, closed: make(chan int, 1)}
-	if c := n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": "sess_elsewhere", "join_token": "jt_x"})); c == nil || c.relay == nil {
+	if c := n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": "sess_elsewhere", "join_token": "jt_x"})); c == nil || !isRelayed(c) {
 		t.Fatal("a hello for a session another live node holds was not relayed")
 	}
 	h := holder.next("")
@@ -202,7 +202,7 @@ func TestRelayedWelcomeKeepsTheTokenUntilAcked(t *testing.T) {
 			waitAcked(t, s, host.c.slot)
 		}
 		tc := &testConn{t: t, frames: make(chan map[string]any, 64)}
-		tc.c = n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": s.ID(), "resume_token": token, "last_seq": 0}))
+		tc.c = localHello(n, tc, helloData(map[string]any{"role": "host", "session_id": s.ID(), "resume_token": token, "last_seq": 0}))
 		f := tc.next()
 		switch {
 		case !acked && f["type"] != "welcome":
@@ -251,6 +251,9 @@ func TestReconcileFindsALostChange(t *testing.T) {
 		t.Errorf("reconciling again sent %v, want nothing more", f)
 	}
 }
+
+// isRelayed reports whether c is the edge of a relayed connection.
+func isRelayed(c Connection) bool { _, ok := c.(*edgeConn); return ok }
 
 // waitDetached waits until the session has handled the drop of sl's connection (it looks on
 // the session's loop, where the drop is handled).

@@ -84,7 +84,7 @@ func TestRelayPingFindsTheHoldersLastMessageLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc := &closingConn{testConn: testConn{t: t, frames: make(chan map[string]any, 64)}, closed: make(chan int, 1)}
-	if c := n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": "sess_elsewhere", "join_token": "jt_x"})); c == nil || c.relay == nil {
+	if c := n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": "sess_elsewhere", "join_token": "jt_x"})); c == nil || !isRelayed(c) {
 		t.Fatal("a hello for a session another live node holds was not relayed")
 	}
 	h := holder.next("")

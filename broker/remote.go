@@ -172,7 +172,7 @@ func (rc *remoteConn) run() {
 		}
 		switch {
 		case m.Op == opHello:
-			if c = n.Hello(rc, m.Data); c == nil {
+			if _, c = n.hello(rc, m.Data, false); c == nil {
 				return
 			}
 		case c == nil:

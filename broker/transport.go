@@ -15,6 +15,24 @@ type Transport interface {
 	Abort()
 }
 
+// Connection is what Node.Hello gives a transport for the connection it attached: the
+// transport hands it every message it reads after the hello, and tells it when the connection
+// is gone. It is a *Client when this node holds the session, and the edge of a relayed
+// connection when another node does (edge.go).
+type Connection interface {
+	// SessionID is the id of the connection's session.
+	SessionID() string
+	// Receive takes one text message. It must be called from one goroutine.
+	Receive(data []byte)
+	// ReceiveAudio takes one binary message: caller audio (SPEC 17).
+	ReceiveAudio(data []byte)
+	// Oversized reports a message the transport refused to read whole (over MaxFrameBytes);
+	// ref is its id as frames.PeekID read it from the part that was read ("" when none).
+	Oversized(size int, ref string)
+	// Dropped reports that the transport is gone (read error, closed, missed pongs).
+	Dropped()
+}
+
 // WebSocket close status codes the broker uses (RFC 6455).
 const (
 	StatusNormal         = 1000 // session.ended was the last frame

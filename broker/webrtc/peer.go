@@ -56,7 +56,7 @@ type peer struct {
 	openOnce   sync.Once
 	dcDownOnce sync.Once
 
-	client atomic.Pointer[broker.Client]
+	client atomic.Pointer[attached] // the connection Hello gave, once attached
 
 	dcMu sync.Mutex
 	dc   *webrtc.DataChannel
@@ -257,8 +257,8 @@ func (p *peer) onTrack(t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
 		if pkt.Unmarshal(buf[:n]) != nil {
 			continue
 		}
-		if c := p.client.Load(); c != nil && len(pkt.Payload) > 0 {
-			c.ReceiveAudio(pkt.Payload)
+		if a := p.client.Load(); a != nil && len(pkt.Payload) > 0 {
+			a.c.ReceiveAudio(pkt.Payload)
 		}
 	}
 }
@@ -272,7 +272,7 @@ func (p *peer) run() {
 	defer p.h.wg.Done()
 	defer func() { _ = p.h.track(p, false) }()
 	if c := p.hello(); c != nil {
-		p.client.Store(c)
+		p.client.Store(&attached{c})
 		p.serve(c)
 		c.Dropped() // not the end of the session (SPEC 10); a no-op after the broker closed it
 	}
@@ -287,9 +287,12 @@ func (p *peer) run() {
 	<-p.audioDone
 }
 
+// attached holds the connection a peer's hello attached (for an atomic pointer to it).
+type attached struct{ c broker.Connection }
+
 // hello waits for the first frame (within HelloTimeout of the answer) and attaches the peer
 // connection with it. It returns nil when the hello was refused or never came.
-func (p *peer) hello() *broker.Client {
+func (p *peer) hello() broker.Connection {
 	select {
 	case <-p.answered:
 	case <-p.stop:
@@ -330,7 +333,7 @@ func (p *peer) hello() *broker.Client {
 
 // serve hands the messages after the hello to the Client, in order, until the peer
 // connection ends.
-func (p *peer) serve(c *broker.Client) {
+func (p *peer) serve(c broker.Connection) {
 	for {
 		select {
 		case m := <-p.in:
