@@ -43,6 +43,13 @@ func (e *Engine) DeferWithFrame(ctx context.Context, a Addr, handle, statusLabel
 	if err != nil {
 		return ack, err
 	}
+	if j.State == Deferred && j.Handle == handle {
+		// A repeat, answered with no transition that would find a stale view out: the job may
+		// have ended through another node whose change has not arrived. The store decides.
+		if j, err = e.load(ctx, a.Tenant, a.CallID, true); err != nil {
+			return ack, err
+		}
+	}
 	var reason frames.DeferAckReason
 	err = e.run(ctx, j, func(j *Job, now int64) (*plan, error) {
 		reason = ""

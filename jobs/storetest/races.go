@@ -22,6 +22,29 @@ func runRaces(t *testing.T, newStore Factory) {
 	t.Run("ParallelCancels", func(t *testing.T) { testParallelCancels(t, newFixture(t, newStore)) })
 	t.Run("ChildCallVersusParentCancel", func(t *testing.T) { testChildVsParentCancel(t, newFixture(t, newStore)) })
 	t.Run("TwoNodesTenThousandDeadlines", func(t *testing.T) { testTwoNodesDeadlines(t, newFixture(t, newStore)) })
+	t.Run("RepeatedDeferAfterAnotherNodesTimeout", func(t *testing.T) { testRepeatedDeferAfterTimeout(t, newFixture(t, newStore)) })
+}
+
+// testRepeatedDeferAfterTimeout: another node times a deferred job out; a repeat of the
+// job's accepted defer then reaches this engine, whose cache still shows the job deferred
+// under that handle (the other node's change has not arrived). A repeat is answered without
+// a transition, so nothing would catch the stale view: the store decides — the job is no
+// longer pending, and the handle is burned (SPEC 6).
+func testRepeatedDeferAfterTimeout(t *testing.T, f *fixture) {
+	sess := session()
+	j := f.call(sess, jobs.Tool{Name: "book", Deferred: true, DeferredTimeout: time.Minute})
+	if ack := f.deferJob(j, "h-repeat"); !ack.Accepted {
+		t.Fatalf("the defer: %+v", ack)
+	}
+	if ack := f.deferJob(j, "h-repeat"); !ack.Accepted {
+		t.Fatalf("a repeat of the defer while the job is deferred: %+v, want accepted again", ack)
+	}
+	f.at(2 * time.Minute)
+	other := f.newEngine()
+	if n, err := other.Tick(f.ctx, f.clock.Now()); err != nil || n != 1 {
+		t.Fatalf("the other node fired %d deadlines (%v), want the job's", n, err)
+	}
+	wantRejected(t, f.deferJob(j, "h-repeat"), frames.AckCallNotPending)
 }
 
 func testHandleRace(t *testing.T, f *fixture) {
