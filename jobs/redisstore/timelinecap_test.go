@@ -46,7 +46,9 @@ func TestTimelineSizeKey(t *testing.T) {
 		t.Helper()
 		a, _ := client.PTTL(ctx, tlKey).Result()
 		b, _ := client.PTTL(ctx, sizeKey).Result()
-		if a <= 0 || b <= 0 || a > maxTTL || b > a || a-b > 50*time.Millisecond {
+		// One script sets both; Redis 7.0 takes the time per command even in a script, so
+		// the size key may expire a millisecond after the timeline.
+		if a <= 0 || b <= 0 || a > maxTTL || b > maxTTL || (a-b).Abs() > 50*time.Millisecond {
 			t.Fatalf("%s: timeline TTL %v, size TTL %v, want both the same, at most %v", what, a, b, maxTTL)
 		}
 	}
