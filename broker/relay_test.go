@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -295,6 +296,51 @@ type closingConn struct {
 func (c *closingConn) Close(code int, _ string) {
 	select {
 	case c.closed <- code:
+	default:
+	}
+}
+
+// failingSends is a memory store whose messages to one node fail (the store refuses them, as a
+// Redis restart would).
+type failingSends struct {
+	*memstore.Store
+	to string
+}
+
+func (f failingSends) SendToNode(ctx context.Context, node string, msg []byte) error {
+	if node == f.to {
+		return errors.New("the store refused the send")
+	}
+	return f.Store.SendToNode(ctx, node, msg)
+}
+
+// TestRelayedHelloTheHolderCannotGet: a hello for a session another live node holds, which
+// the store will not carry to that node, is answered once — a retryable internal error — and
+// not also handled here.
+func TestRelayedHelloTheHolderCannotGet(t *testing.T) {
+	mem := memstore.New(nil)
+	store := failingSends{Store: mem, to: "holder-x"}
+	n := NewNode(Config{APIKeys: map[string]string{testKey: "tenant-t"}}, store)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = n.Run(ctx) }()
+	t.Cleanup(func() { n.Halt(); cancel(); <-done })
+	if err := mem.NodeAlive(ctx, "holder-x", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.HoldSessions(ctx, "holder-x", []jobs.HeldSession{{ID: "sess_elsewhere", Tenant: "tenant-t"}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	tc := &testConn{t: t, frames: make(chan map[string]any, 8)}
+	if c := n.Hello(tc, helloData(map[string]any{"id": "h1", "role": "host", "session_id": "sess_elsewhere", "join_token": "jt_x"})); c != nil {
+		t.Fatalf("the hello attached %T, want it refused", c)
+	}
+	if f := tc.next(); f["type"] != "error" || f["code"] != string(frames.CodeInternal) || f["retryable"] != true || f["ref"] != "h1" {
+		t.Fatalf("the answer: %v, want a retryable internal error", f)
+	}
+	select {
+	case f := <-tc.frames:
+		t.Errorf("a second answer to one hello: %v", f)
 	default:
 	}
 }
