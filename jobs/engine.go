@@ -373,15 +373,32 @@ func (e *Engine) commit(ctx context.Context, t *Transition) error {
 	if err != nil {
 		var ce *ConflictError
 		var he *HandleTakenError
-		if !errors.As(err, &ce) && !errors.As(err, &he) {
-			err = fmt.Errorf("jobs: store: %w", err)
+		if errors.As(err, &ce) || errors.As(err, &he) {
+			return err
 		}
-		return err
+		if !e.appliedAfterAll(ctx, t) {
+			return fmt.Errorf("jobs: store: %w", err)
+		}
 	}
 	if t.Job != nil {
 		e.remember(t.Job)
 	}
 	return nil
+}
+
+// appliedAfterAll reports, for a transition whose commit failed with a store error, whether
+// the store applied it all the same (the script ran; its answer was lost as Redis went down).
+// It asks only for a transition that appends a frame to an outbox (FrameOut), retrying for
+// StoreRetry once more while the store does not answer: the session
+// takes such a frame's seq only when the transition applied, so a frame journaled unknown to
+// it would take the seq of the session's next frame. The job as the store has it now tells:
+// the version the transition wrote, in the state it wrote.
+func (e *Engine) appliedAfterAll(ctx context.Context, t *Transition) bool {
+	if t.Frame == nil || t.Job == nil {
+		return false
+	}
+	got, err := read(ctx, e, func() (*Job, error) { return e.store.Job(ctx, t.Tenant, t.CallID) }) // StoreRetry again
+	return err == nil && got.Version == t.Job.Version && got.State == t.Job.State && got.Handle == t.Job.Handle
 }
 
 // notify reports an applied change.
