@@ -273,8 +273,10 @@ func TestConnectionsOnTwoLiveNodes(t *testing.T) {
 }
 
 // TestHolderNodeDies: a host connected through node B to a session node A holds; node A stops
-// renewing (it hangs). Once its hold ran out, node B closes the relayed connection with 1012, and
-// the host's resume on B takes the session over from A's journal (SPEC 15; crash_test.go).
+// (its background work, its inbox and the renewal of its hold end). Node B closes the relayed
+// connection with 1012 — at its next ping, since A's inbox no longer listens — and the host's
+// resume on B is told the session is moving until A's hold ran out, then takes the session over
+// from A's journal (SPEC 15; crash_test.go).
 func TestHolderNodeDies(t *testing.T) {
 	t.Parallel()
 	const ttl = 900 * time.Millisecond
@@ -283,12 +285,8 @@ func TestHolderNodeDies(t *testing.T) {
 	s := newSession(t, a, brokertest.KeyA)
 	onB := s.on(b)
 	h := onB.host("host on B", decl("report", "deferred", true))
-	frozen := time.Now()
 	a.Freeze()
 	h.ExpectClosed(broker.StatusServiceRestart)
-	if d := time.Since(frozen); d < ttl/2 {
-		t.Errorf("the relayed connection was closed %v after its holder stopped, before its hold of %v could run out", d, ttl)
-	}
 	h2, _, _ := onB.resumeMoving("host after the crash", "host", h.Welcome.Str("resume_token"), h.LastSeq(), 10*time.Second)
 	if dr := h2.Next(); dr.Type != "tool_deferred_resume" || dr.Int("seq") != h.LastSeq()+1 {
 		t.Errorf("after the takeover: %s, want tool_deferred_resume under seq %d", dr, h.LastSeq()+1)

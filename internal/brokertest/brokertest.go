@@ -149,8 +149,9 @@ func (b *Broker) WaitRelaying(t testing.TB) {
 }
 
 // Freeze stops the node's background work — deadline polling, the renewal of its sessions and
-// liveness in the shared store, its inbox — as a node that hangs or crashed would, without a
-// shutdown: to the other nodes it is dead once its Config.HoldTTL has passed.
+// liveness in the shared store, its inbox (whose subscription closes, so other nodes find it
+// not listening at once) — as a crashed node would, without a shutdown: the other nodes take
+// its sessions over once its Config.HoldTTL has passed.
 func (b *Broker) Freeze() {
 	b.stop()
 	<-b.done
