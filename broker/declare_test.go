@@ -73,6 +73,28 @@ func connect(t *testing.T, n *Node, hello map[string]any) (*testConn, map[string
 	return tc, w
 }
 
+// hostAndAgentCall starts a session of n with a host declaring tool (nil: export, any
+// arguments) and a text agent whose call a1 of it the host has received; it returns the
+// session, both connections and the host's tool_call.
+func hostAndAgentCall(t *testing.T, n *Node, tool map[string]any) (s *Session, host, agent *testConn, call map[string]any) {
+	t.Helper()
+	if tool == nil {
+		tool = map[string]any{"name": "export", "description": "d", "parameters": map[string]any{"type": "object"}}
+	}
+	s, err := n.CreateSession("tenant-t", ModelConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ = connect(t, n, map[string]any{"session_id": s.ID(), "join_token": s.JoinToken()})
+	host.declare([]map[string]any{tool})
+	agent, _ = connect(t, n, map[string]any{"role": "agent", "session_id": s.ID(), "join_token": s.JoinToken()})
+	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc1", "call_id": "a1", "conversation_id": "root", "name": tool["name"], "arguments": map[string]any{"n": 1}})
+	if call = host.next(); call["type"] != "tool_call" {
+		t.Fatalf("the host got %v, want the tool_call", call)
+	}
+	return s, host, agent, call
+}
+
 // localHello is Node.Hello for a session this node holds: the Client it attached (nil after a
 // refusal).
 func localHello(n *Node, tr Transport, data []byte) *Client {

@@ -156,3 +156,32 @@ func TestSweepFindsAnOverdueJobsLostEnd(t *testing.T) {
 	s.post(s.sweepOverdue)
 	marker("once")
 }
+
+// TestCancelAppliedElsewhereIsAnsweredAsSent: the agent's cancel of a call was applied by
+// another node (cancelled, reason agent_request) whose change never reached this one, nor its
+// answer the agent; the engine here still has the job open. The agent's cancel sent again is
+// answered as the first would have been — the store's job decides, not this engine's view —
+// and the call then ends cancelled.
+func TestCancelAppliedElsewhereIsAnsweredAsSent(t *testing.T) {
+	store := memstore.New(nil)
+	n := NewNode(Config{APIKeys: map[string]string{testKey: "tenant-t"}, BackgroundAfter: 30 * time.Second, ResumeWindow: 30 * time.Second}, store)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = n.Run(ctx) }()
+	t.Cleanup(func() { n.Halt(); cancel(); <-done })
+	s, _, agent, call := hostAndAgentCall(t, n, nil)
+	other := jobs.NewEngine(store, jobs.Options{}) // its change is lost
+	if res, _, err := other.Cancel(context.Background(), s.addr(call["call_id"].(string)), frames.CancelAgentRequest); err != nil || res != frames.CancelResultCancelled {
+		t.Fatalf("the cancel through the other engine: %v, %v", res, err)
+	}
+	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc2", "call_id": "c1", "conversation_id": "root", "name": "cancel", "arguments": map[string]any{"tool_call_id": "a1"}})
+	for {
+		f := agent.next()
+		if f["type"] == "agent.tool_result" && f["call_id"] == "c1" {
+			if f["content"] != "Tool cancellation requested" {
+				t.Errorf("the cancel sent again: %v, want Tool cancellation requested", f)
+			}
+			break
+		}
+	}
+}
