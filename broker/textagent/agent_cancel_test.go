@@ -1,6 +1,8 @@
 package textagent
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -244,6 +246,19 @@ func TestAgentCancelSentAgainAfterATakeover(t *testing.T) {
 	for _, k := range h.a.Export().Conversations[0].Calls {
 		if k.ID == "c1" && (k.CancelReason != string(frames.CancelAgentRequest) || !k.CancelRequested) {
 			t.Errorf("exported call: %+v", k)
+		}
+	}
+}
+
+// Export gives the same bytes for the same state: calls and interactions in id order, whatever
+// the order of the maps holding them (an unchanged state is not journaled again).
+func TestExportIsCanonical(t *testing.T) {
+	h := newAg(t, Options{})
+	h.bg(RootConversation, "c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8")
+	first, _ := json.Marshal(h.a.Export())
+	for range 50 {
+		if again, _ := json.Marshal(h.a.Export()); !bytes.Equal(first, again) {
+			t.Fatalf("two exports of one state differ:\n%s\n%s", first, again)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package textagent
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/backchannel-io/backchannel/frames"
@@ -77,7 +79,9 @@ type InteractionState struct {
 	Options      []string `json:"options,omitempty"`
 }
 
-// Export returns the agent's state. The agent is left as it is (its timers still run).
+// Export returns the agent's state, the same bytes for the same state (calls and interactions
+// in id order), so an unchanged state is not journaled again. The agent is left as it is (its
+// timers still run).
 func (a *Agent) Export() State {
 	st := State{Seq: a.seq}
 	for _, c := range a.order {
@@ -108,6 +112,7 @@ func (a *Agent) Export() State {
 			}
 			cs.Calls = append(cs.Calls, ks)
 		}
+		slices.SortFunc(cs.Calls, func(a, b CallState) int { return strings.Compare(a.ID, b.ID) })
 		for _, d := range c.done {
 			cs.Done = append(cs.Done, d.id)
 		}
@@ -123,6 +128,7 @@ func (a *Agent) Export() State {
 	for id, o := range a.open {
 		st.Interactions = append(st.Interactions, InteractionState{ID: id, Conversation: o.k.conv.id, Call: o.k.id, Options: o.options})
 	}
+	slices.SortFunc(st.Interactions, func(a, b InteractionState) int { return strings.Compare(a.ID, b.ID) })
 	return st
 }
 
