@@ -15,17 +15,7 @@ import (
 // its slots, tokens, tools, outboxes, dispatched calls and text agent's state.
 func TestDurableStateRoundTrip(t *testing.T) {
 	n := testNode(t, Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 30 * time.Second})
-	s, err := n.CreateSession("tenant-t", ModelConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, _ := connect(t, n, map[string]any{"session_id": s.ID(), "join_token": s.JoinToken()})
-	host.declare([]map[string]any{{"name": "export", "description": "d", "parameters": map[string]any{"type": "object"}}})
-	agent, _ := connect(t, n, map[string]any{"role": "agent", "session_id": s.ID(), "join_token": s.JoinToken()})
-	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc1", "call_id": "a1", "conversation_id": "root", "name": "export", "arguments": map[string]any{"n": 1}})
-	if f := host.next(); f["type"] != "tool_call" {
-		t.Fatalf("the host got %v, want the tool_call", f)
-	}
+	s, host, agent, _ := hostAndAgentCall(t, n, nil)
 	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc2", "call_id": "s1", "conversation_id": "root", "name": "status", "arguments": map[string]any{"state": "working", "title": "exporting"}})
 	for f := agent.next(); f["call_id"] != "s1"; f = agent.next() { // a reminder prompt may come first
 		if f["type"] != "agent.prompt" {

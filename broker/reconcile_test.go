@@ -50,18 +50,7 @@ func redisNode(t *testing.T, id string, opts redisstore.Options, prep ...func(*N
 func TestTakeoverSendsNoSecondToolCancel(t *testing.T) {
 	opts := redisstore.Options{Client: redistest.New(t), Prefix: redistest.Prefix(t)}
 	a, haltA := redisNode(t, "a", opts)
-	s, err := a.CreateSession("tenant-t", ModelConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, _ := connect(t, a, map[string]any{"session_id": s.ID(), "join_token": s.JoinToken()})
-	host.declare([]map[string]any{{"name": "export", "description": "d", "parameters": map[string]any{"type": "object"}}})
-	agent, _ := connect(t, a, map[string]any{"role": "agent", "session_id": s.ID(), "join_token": s.JoinToken()})
-	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc1", "call_id": "a1", "conversation_id": "root", "name": "export", "arguments": map[string]any{}})
-	call := host.next()
-	if call["type"] != "tool_call" {
-		t.Fatalf("the host got %v, want the tool_call", call)
-	}
+	s, host, agent, call := hostAndAgentCall(t, a, nil)
 	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc2", "call_id": "c1", "conversation_id": "root", "name": "cancel", "arguments": map[string]any{"tool_call_id": "a1"}})
 	if f := host.next(); f["type"] != "tool_cancel" {
 		t.Fatalf("the host got %v, want the tool_cancel", f)
@@ -122,18 +111,7 @@ func TestSweepFindsAnOverdueJobsLostEnd(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = n.Run(ctx) }()
 	t.Cleanup(func() { n.Halt(); cancel(); <-done })
-	s, err := n.CreateSession("tenant-t", ModelConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, _ := connect(t, n, map[string]any{"session_id": s.ID(), "join_token": s.JoinToken()})
-	host.declare([]map[string]any{{"name": "export", "description": "d", "parameters": map[string]any{"type": "object"}, "timeout": "120s"}})
-	agent, _ := connect(t, n, map[string]any{"role": "agent", "session_id": s.ID(), "join_token": s.JoinToken()})
-	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc1", "call_id": "a1", "conversation_id": "root", "name": "export", "arguments": map[string]any{}})
-	call := host.next()
-	if call["type"] != "tool_call" {
-		t.Fatalf("the host got %v, want the tool_call", call)
-	}
+	s, host, _, call := hostAndAgentCall(t, n, map[string]any{"name": "export", "description": "d", "parameters": map[string]any{"type": "object"}, "timeout": "120s"})
 	later := time.Now().Add(time.Hour)
 	other := jobs.NewEngine(store, jobs.Options{Clock: jobs.NewFakeClock(later), Tenants: []string{"tenant-t"}}) // its change is lost
 	if fired, err := other.Tick(context.Background(), later); err != nil || fired != 1 {

@@ -128,12 +128,13 @@ func TestRelayGapOnTheHolder(t *testing.T) {
 	}
 }
 
-// TestRelayGapOnTheEdge: a message from the holder that comes after a lost one breaks the link
-// on the edge: its client is closed with 1012 (it resumes, and replay gives it what it missed),
-// and the holder is told the connection dropped.
-func TestRelayGapOnTheEdge(t *testing.T) {
+// edgeOfElsewhere makes a node the edge of a host's connection to sess_elsewhere, which the
+// test's peer holder-x holds: it returns the peer, the client's connection, the relayed hello
+// (message 1) and the welcome the peer sent back as its message 1, once the client has it.
+func edgeOfElsewhere(t *testing.T) (holder *peer, tc *closingConn, hello relayMsg, welcome []byte) {
+	t.Helper()
 	n, store := relayNode(t)
-	holder := newPeer(t, store, "holder-x", n.addr)
+	holder = newPeer(t, store, "holder-x", n.addr)
 	ctx := context.Background()
 	if err := store.NodeAlive(ctx, "holder-x", "", time.Minute); err != nil {
 		t.Fatal(err)
@@ -141,19 +142,27 @@ func TestRelayGapOnTheEdge(t *testing.T) {
 	if err := store.HoldSessions(ctx, "holder-x", []jobs.HeldSession{{ID: "sess_elsewhere", Tenant: "tenant-t"}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	tc := &closingConn{testConn: testConn{t: t, frames: make(chan map[string]any, 64)}, closed: make(chan int, 1)}
+	tc = &closingConn{testConn: testConn{t: t, frames: make(chan map[string]any, 64)}, closed: make(chan int, 1)}
 	if c := n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": "sess_elsewhere", "join_token": "jt_x"})); c == nil || !isRelayed(c) {
 		t.Fatal("a hello for a session another live node holds was not relayed")
 	}
-	h := holder.next("")
-	if h.Op != opHello || h.N != 1 {
-		t.Fatalf("the edge's first message: %+v, want the hello as message 1", h)
+	hello = holder.next("")
+	if hello.Op != opHello || hello.N != 1 {
+		t.Fatalf("the edge's first message: %+v, want the hello as message 1", hello)
 	}
-	welcome, _ := json.Marshal(map[string]any{"type": "welcome"})
-	holder.send(relayMsg{Op: opSend, Conn: h.Conn, N: 1, Data: welcome})
+	welcome, _ = json.Marshal(map[string]any{"type": "welcome"})
+	holder.send(relayMsg{Op: opSend, Conn: hello.Conn, N: 1, Data: welcome})
 	if f := tc.next(); f["type"] != "welcome" {
 		t.Fatalf("the client got %v, want the relayed welcome", f)
 	}
+	return holder, tc, hello, welcome
+}
+
+// TestRelayGapOnTheEdge: a message from the holder that comes after a lost one breaks the link
+// on the edge: its client is closed with 1012 (it resumes, and replay gives it what it missed),
+// and the holder is told the connection dropped.
+func TestRelayGapOnTheEdge(t *testing.T) {
+	holder, tc, h, welcome := edgeOfElsewhere(t)
 	if a := holder.next(h.Conn); a.Op != opAck || a.N != 2 {
 		t.Fatalf("after the welcome the holder was told %+v, want ack as message 2", a)
 	}
@@ -224,18 +233,7 @@ func TestRelayedWelcomeKeepsTheTokenUntilAcked(t *testing.T) {
 // dropped it reconciles: the host gets the job's tool_cancel, once.
 func TestReconcileFindsALostChange(t *testing.T) {
 	n, store := relayNode(t)
-	s, err := n.CreateSession("tenant-t", ModelConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, _ := connect(t, n, map[string]any{"session_id": s.ID(), "join_token": s.JoinToken()})
-	host.declare([]map[string]any{{"name": "export", "description": "d", "parameters": map[string]any{"type": "object"}}})
-	agent, _ := connect(t, n, map[string]any{"role": "agent", "session_id": s.ID(), "join_token": s.JoinToken()})
-	agent.send(map[string]any{"type": "agent.tool_call", "id": "tc1", "call_id": "a1", "conversation_id": "root", "name": "export", "arguments": map[string]any{}})
-	call := host.next()
-	if call["type"] != "tool_call" {
-		t.Fatalf("the host got %v, want the tool_call", call)
-	}
+	s, host, _, call := hostAndAgentCall(t, n, nil)
 	j := &jobs.Job{CallID: call["call_id"].(string)}
 	other := jobs.NewEngine(store, jobs.Options{}) // another node's engine, whose change is lost
 	if res, _, err := other.Cancel(context.Background(), s.addr(j.CallID), frames.CancelHostRequest); err != nil || res != frames.CancelResultCancelled {

@@ -1,13 +1,10 @@
 package broker
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // The check of relayed links by ping (relaycheck.go), driven from the other node's end as in
@@ -74,25 +71,7 @@ func TestRelayPingFindsTheEdgesLastMessageLost(t *testing.T) {
 // to an edge (an answer). The holder's next ping says how many it sent; the edge has fewer, so
 // it closes its client with 1012 (replay gives it what it missed) and tells the holder.
 func TestRelayPingFindsTheHoldersLastMessageLost(t *testing.T) {
-	n, store := relayNode(t)
-	holder := newPeer(t, store, "holder-x", n.addr)
-	ctx := context.Background()
-	if err := store.NodeAlive(ctx, "holder-x", "", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.HoldSessions(ctx, "holder-x", []jobs.HeldSession{{ID: "sess_elsewhere", Tenant: "tenant-t"}}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	tc := &closingConn{testConn: testConn{t: t, frames: make(chan map[string]any, 64)}, closed: make(chan int, 1)}
-	if c := n.Hello(tc, helloData(map[string]any{"role": "host", "session_id": "sess_elsewhere", "join_token": "jt_x"})); c == nil || !isRelayed(c) {
-		t.Fatal("a hello for a session another live node holds was not relayed")
-	}
-	h := holder.next("")
-	welcome, _ := json.Marshal(map[string]any{"type": "welcome"})
-	holder.send(relayMsg{Op: opSend, Conn: h.Conn, N: 1, Data: welcome})
-	if f := tc.next(); f["type"] != "welcome" {
-		t.Fatalf("the client got %v, want the relayed welcome", f)
-	}
+	holder, tc, h, _ := edgeOfElsewhere(t)
 	// A ping naming what the edge has (and a link it never had, so that its pong shows the
 	// ping was handled) leaves the client alone.
 	holder.ping(pingData{Held: []linkState{{Conn: h.Conn, Done: 1}, {Conn: "phantom", Done: 1}}})
