@@ -26,6 +26,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/backchannel-io/backchannel/frames"
+	"github.com/backchannel-io/backchannel/internal/g711"
 )
 
 // DefaultTimeout bounds every Expect.
@@ -236,9 +237,6 @@ func (c *Conn) cleanup() {
 	}
 }
 
-// audioMessageBytes is the size of one agent audio message: 20 ms of µ-law at 8 kHz (SPEC 17).
-const audioMessageBytes = 160
-
 // read records every message until the connection ends.
 func (c *Conn) read() {
 	defer close(c.done)
@@ -258,8 +256,8 @@ func (c *Conn) read() {
 		if typ == websocket.MessageBinary {
 			e.Audio = data // agent audio (SPEC 17): not a frame, no seq
 			c.audio++
-			if len(data) != audioMessageBytes {
-				c.problems = append(c.problems, fmt.Sprintf("SPEC 17: an agent audio message of %d bytes, want 20 ms (%d bytes of µ-law)", len(data), audioMessageBytes))
+			if len(data) != g711.SamplesPer20ms {
+				c.problems = append(c.problems, fmt.Sprintf("SPEC 17: an agent audio message of %d bytes, want 20 ms (%d bytes of µ-law)", len(data), g711.SamplesPer20ms))
 			}
 			if c.ended {
 				c.problems = append(c.problems, "agent audio after session.ended")
@@ -472,49 +470,45 @@ func (c *Conn) WaitFrom(from int, timeout time.Duration, m Match) (Event, error)
 
 // take waits up to timeout for the first untaken frame at index from or later that m
 // matches, and takes it.
-func (c *Conn) take(from int, timeout time.Duration, m Match) (e Event, found bool, closed error) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		c.mu.Lock()
+func (c *Conn) take(from int, timeout time.Duration, m Match) (Event, bool, error) {
+	return c.await(timeout, func() (Event, bool) {
 		for i, idx := range c.untaken {
 			if idx >= from && m(c.events[idx].Frame) {
 				c.untaken = append(c.untaken[:i:i], c.untaken[i+1:]...)
-				e = c.events[idx]
-				c.mu.Unlock()
-				return e, true, nil
+				return c.events[idx], true
 			}
 		}
-		ch, closed := c.notify, c.closeErr
-		c.mu.Unlock()
-		if closed != nil {
-			return Event{}, false, closed
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return Event{}, false, nil
-		}
-	}
+		return Event{}, false
+	})
 }
 
 // WaitFor waits up to timeout for the first event — frame or audio, taken or not — at index
 // from or later that pick accepts. found is false when the timeout passed or the connection
 // ended first (closed is then why it ended).
 func (c *Conn) WaitFor(from int, timeout time.Duration, pick func(Event) bool) (e Event, found bool, closed error) {
+	return c.await(timeout, func() (Event, bool) {
+		for i := max(from, 0); i < len(c.events); i++ {
+			if pick(c.events[i]) {
+				return c.events[i], true
+			}
+		}
+		return Event{}, false
+	})
+}
+
+// await runs find (with c.mu held) at once and after each message until it finds, the
+// timeout passes (found false) or the connection ends (closed: why).
+func (c *Conn) await(timeout time.Duration, find func() (Event, bool)) (e Event, found bool, closed error) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
 		c.mu.Lock()
-		for i := max(from, 0); i < len(c.events); i++ {
-			if pick(c.events[i]) {
-				e = c.events[i]
-				c.mu.Unlock()
-				return e, true, nil
-			}
-		}
+		e, found = find()
 		ch, closed := c.notify, c.closeErr
 		c.mu.Unlock()
+		if found {
+			return e, true, nil
+		}
 		if closed != nil {
 			return Event{}, false, closed
 		}
