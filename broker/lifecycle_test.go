@@ -51,7 +51,11 @@ func TestNodeStopsWhatItStarts(t *testing.T) {
 			}
 			host, _ := connect(t, n, map[string]any{"session_id": s.ID(), "join_token": s.JoinToken()})
 			host.declare([]map[string]any{{"name": "export", "description": "d", "parameters": map[string]any{"type": "object"}}})
-			time.Sleep(700 * time.Millisecond) // a renewal, a ping, a sweep go by
+			for deadline := time.Now().Add(10 * time.Second); !n.Relaying(); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) { // its inbox and subscriptions are up: what must end
+					t.Fatal("the node never listened for other nodes")
+				}
+			}
 			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer scancel()
 			if err := n.Shutdown(sctx, true); err != nil {
