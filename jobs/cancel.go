@@ -20,20 +20,14 @@ func (e *Engine) Cancel(ctx context.Context, a Addr, reason frames.CancelReason)
 	if err != nil {
 		return "", nil, err
 	}
-	res, decided, err := e.cancelJob(ctx, j, reason)
+	res, decided, err := e.cancel(ctx, j, reason)
 	return res, decided, err
 }
 
-// cancel moves j to cancelled for reason, or records the duplicate.
-func (e *Engine) cancel(ctx context.Context, j *Job, reason frames.CancelReason) (frames.CancelResult, error) {
-	res, _, err := e.cancelJob(ctx, j, reason)
-	return res, err
-}
-
-// cancelJob is cancel, also returning the job as the answer was decided on: j, or the store's
-// newer version once a lost race made it look again (a duplicate's state and cancel reason are
-// then the store's, not those of a stale j).
-func (e *Engine) cancelJob(ctx context.Context, j *Job, reason frames.CancelReason) (frames.CancelResult, *Job, error) {
+// cancel moves j to cancelled for reason, or records the duplicate. It returns the job as the
+// answer was decided on: j, or the store's newer version once a lost race made it look again
+// (a duplicate's state and cancel reason are then the store's, not those of a stale j).
+func (e *Engine) cancel(ctx context.Context, j *Job, reason frames.CancelReason) (frames.CancelResult, *Job, error) {
 	var result frames.CancelResult
 	decided := j
 	err := e.run(ctx, j, func(j *Job, now int64) (*plan, error) {
