@@ -150,9 +150,17 @@ func TestKilledNodesSessionExpires(t *testing.T) {
 	a.Kill()
 
 	storeTimeline(t, b, s.sid, "session_end", "")
-	// The node that ended it dropped its journal (nothing left to take over, nothing leaked).
-	if _, err := b.Store.(jobs.SessionJournal).TakeOver(context.Background(), "another-node", "", s.sid, time.Second); !errors.Is(err, jobs.ErrNotFound) {
-		t.Errorf("the journal of a session that ended: TakeOver %v, want ErrNotFound", err)
+	// The node that ended it drops its journal (nothing left to take over, nothing leaked) —
+	// after the session_end entry: while it holds the lease, TakeOver is refused as held.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err := b.Store.(jobs.SessionJournal).TakeOver(context.Background(), "another-node", "", s.sid, time.Second)
+		if errors.Is(err, jobs.ErrNotFound) {
+			break
+		}
+		if !errors.Is(err, jobs.ErrLeaseHeld) || time.Now().After(deadline) {
+			t.Errorf("the journal of a session that ended: TakeOver %v, want ErrNotFound", err)
+			break
+		}
 	}
 	es := timeline(t, b, s.sid, brokertest.KeyA)
 	end := find(es, "session_end", "")[0]
