@@ -36,7 +36,7 @@ func (t *textAgent) handle(f frames.Frame) { t.s.agentDirty = true; t.a.Handle(f
 func (t *textAgent) ending()               { t.a.Ending() }
 
 // Now implements textagent.Env.
-func (t *textAgent) Now() time.Time { return time.Now() }
+func (t *textAgent) Now() time.Time { return t.s.now() }
 
 // After implements textagent.Env.
 func (t *textAgent) After(d time.Duration, fn func()) func() {

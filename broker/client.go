@@ -69,7 +69,7 @@ func (c *Client) Receive(data []byte) {
 	c.session.node.metrics.frameReceived(f.FrameType())
 	var at time.Time // when a caller turn arrived, which may be earlier than when its turn comes
 	if _, turn := f.(*frames.CallerText); turn {
-		at = time.Now()
+		at = c.session.now()
 	}
 	pre := c.precompile(f) // a tools.declare compiles here, not on the session loop (precompile.go)
 	c.postHeld(len(data), func() { pre.during(c.session, func() { c.session.handleFrame(c, f, at) }) })
@@ -82,7 +82,7 @@ func (c *Client) ReceiveAudio(data []byte) {
 		return
 	}
 	chunk := append([]byte(nil), data...)
-	at := time.Now()
+	at := c.session.now()
 	c.postHeld(len(chunk), func() {
 		s := c.session
 		if s.ended || c.slot.client != c || s.voice == nil {
@@ -610,7 +610,7 @@ func (s *Session) dropped(c *Client) {
 		return
 	}
 	sl.client = nil
-	sl.detached = time.Now()
+	sl.detached = s.now()
 	if sl == s.caller && s.voice != nil {
 		s.voice.callerDetached()
 	}

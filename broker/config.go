@@ -37,6 +37,8 @@ type Config struct {
 	DefaultModel string
 	// Verifier judges permission replies (SPEC 12; default the rule-based verifier).
 	Verifier permissions.Verifier
+	// Clock tells the sessions the time and runs their timers (default SystemClock).
+	Clock Clock
 	// FloorGrace is how long after the caller stopped speaking the floor stays taken (SPEC 8
 	// floor_grace_ms; default 400 ms).
 	FloorGrace time.Duration
@@ -122,6 +124,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Verifier == nil {
 		c.Verifier = permissions.NewRules()
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
 	}
 	if c.FloorGrace <= 0 {
 		c.FloorGrace = narration.DefaultGrace

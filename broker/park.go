@@ -349,12 +349,12 @@ func (s *Session) takenBack(st *parkedState) {
 		if sl.detached.After(last) {
 			last = sl.detached
 		}
-		sl.expiry = s.after(max(window-time.Since(sl.detached), 0), func() { s.expireSlot(sl) })
+		sl.expiry = s.after(max(window-s.now().Sub(sl.detached), 0), func() { s.expireSlot(sl) })
 	}
 	if last.IsZero() {
 		last = s.created
 	}
-	s.armIdleAfter(max(window-time.Since(last), 0))
+	s.armIdleAfter(max(window-s.now().Sub(last), 0))
 	detail := map[string]any{"text": "session taken back by this node", "slots": len(st.Slots)}
 	if st.Crashed != 0 {
 		detail["text"] = "session taken over by this node: the node that held it stopped answering"

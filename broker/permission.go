@@ -87,7 +87,7 @@ func (p *permission) notAsked(it *narration.Item, e narration.Ending) {
 		return
 	}
 	s := p.v.s
-	if err := s.engine().PermissionAsked(s.ctx(), s.addr(p.callID), time.Now()); err != nil {
+	if err := s.engine().PermissionAsked(s.ctx(), s.addr(p.callID), s.engine().Now()); err != nil {
 		s.node.log.Warn("broker: permission clock", "call_id", p.callID, "err", err)
 	}
 }
@@ -98,7 +98,8 @@ func (p *permission) asking(responseID string) {
 	p.responseID = responseID
 }
 
-// askEnded: the ask left the floor; permission_timeout counts from now (SPEC 12). An ask cut
+// askEnded: the ask left the floor; permission_timeout counts from now (SPEC 12), on the job
+// engine's clock, as every job deadline does. An ask cut
 // before any of it was played, with no reply judged meanwhile, reached nobody: it is asked
 // again.
 func (p *permission) askEnded(r *response, audible bool) {
@@ -110,10 +111,10 @@ func (p *permission) askEnded(r *response, audible bool) {
 		return
 	}
 	p.ask = r.text
-	p.endedAt = time.Now()
+	p.endedAt = p.v.s.now()
 	p.phase = permAwaiting
 	s := p.v.s
-	if err := s.engine().PermissionAsked(s.ctx(), s.addr(p.callID), p.endedAt); err != nil {
+	if err := s.engine().PermissionAsked(s.ctx(), s.addr(p.callID), s.engine().Now()); err != nil {
 		s.node.log.Warn("broker: permission clock", "call_id", p.callID, "err", err)
 	}
 }

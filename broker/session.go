@@ -36,7 +36,7 @@ type Session struct {
 	held      []heldFrame
 	unheld    bool
 	heldRetry backoff.BackOff // the retries of a failed journal write
-	heldTimer *time.Timer
+	heldTimer Timer
 
 	// Owned by the session's events.
 	slots   map[string]*Slot
@@ -45,7 +45,7 @@ type Session struct {
 	agent   *Slot
 	ended   bool
 	endInfo *endedSession   // once ended: what late hellos are answered from
-	idle    *time.Timer     // ends the session when nothing was attached for the resume window
+	idle    Timer           // ends the session when nothing was attached for the resume window
 	expired map[string]bool // ids of slots whose resume window ran out
 	callSeq map[string]callOut
 	// cancelSent: for a session taken over from a dead node, the jobs whose tool_cancel the
@@ -127,10 +127,14 @@ func (s *Session) engine() *jobs.Engine { return s.node.engine }
 // post queues fn as an event of the session; it reports false once the session has ended.
 func (s *Session) post(fn func()) bool { return s.mb.post(fn, false) }
 
-// after runs fn as an event of the session after d. The returned timer may be stopped.
-func (s *Session) after(d time.Duration, fn func()) *time.Timer {
-	return time.AfterFunc(d, func() { s.post(fn) })
+// after runs fn as an event of the session after d of the node's clock. The returned timer
+// may be stopped.
+func (s *Session) after(d time.Duration, fn func()) Timer {
+	return s.node.cfg.Clock.AfterFunc(d, func() { s.post(fn) })
 }
+
+// now is the time of the node's clock.
+func (s *Session) now() time.Time { return s.node.cfg.Clock.Now() }
 
 // drainChanges handles every job change queued so far, before the event in progress goes on.
 func (s *Session) drainChanges() {
@@ -274,7 +278,7 @@ func (s *Session) end(reason frames.EndReason) {
 	// A slot whose resume window has run out by now counts as expired, even if its own timer
 	// had not fired yet (SPEC 10: its token answers resume_expired after the session ended).
 	for id, sl := range s.slots {
-		if sl.client == nil && !sl.detached.IsZero() && time.Since(sl.detached) >= s.node.cfg.ResumeWindow-50*time.Millisecond {
+		if sl.client == nil && !sl.detached.IsZero() && s.now().Sub(sl.detached) >= s.node.cfg.ResumeWindow-50*time.Millisecond {
 			expired[id] = true
 		}
 	}

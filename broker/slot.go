@@ -31,7 +31,7 @@ type Slot struct {
 	prevOK   bool
 	out      outbox
 	sent     int64 // the newest seq handed to a connection
-	expiry   *time.Timer
+	expiry   Timer
 	expired  bool
 	detached time.Time // when its connection dropped (zero while attached)
 }

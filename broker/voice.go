@@ -31,10 +31,10 @@ type voice struct {
 	// freedAt is when the floor last freed by a response ending or the caller attaching (the
 	// grace after the caller's speech is floor.FreeAt): for the narration start delay metric.
 	freedAt time.Time
-	ticker  *time.Ticker
+	ticker  Ticker
 	tickEnd chan struct{}
-	wake    *time.Timer // the next time the floor may become free, or an item may expire
-	soon    *time.Timer // the coalescing wait after an item was queued
+	wake    Timer // the next time the floor may become free, or an item may expire
+	soon    Timer // the coalescing wait after an item was queued
 
 	calls       map[string]*voiceCall // by broker call id
 	byModel     map[string]*voiceCall // by the model's call id
@@ -71,7 +71,7 @@ type ask struct {
 	askedSeq  int       // when its narration last started speaking (0: never)
 	delivered time.Time // when an attempt was last delivered
 	item      *narration.Item
-	reask     *time.Timer
+	reask     Timer
 }
 
 // response is one model response, played to the caller in real time.
@@ -144,7 +144,7 @@ func (v *voice) declareTools() {
 // callerAttached / callerDetached move the floor (SPEC 8: free only with a caller attached).
 func (v *voice) callerAttached() {
 	v.floor.CallerAttached = true
-	v.freedAt = time.Now()
+	v.freedAt = v.s.now()
 	v.pump()
 }
 
@@ -201,7 +201,7 @@ func (v *voice) speechStarted(at time.Time) {
 // speechStopped: the floor frees after the grace period.
 func (v *voice) speechStopped() {
 	v.floor.CallerSpeaking = false
-	v.floor.SpeechStopped = time.Now()
+	v.floor.SpeechStopped = v.s.now()
 	v.pump()
 }
 
@@ -249,7 +249,7 @@ func (v *voice) latestAsk() *ask {
 
 // queueItem queues a narration item (reporting queued) and tries to speak.
 func (v *voice) queueItem(it *narration.Item) {
-	it.Queued = time.Now()
+	it.Queued = v.s.now()
 	if old := v.queue.Push(it); old != nil {
 		v.lifecycle(old, "skipped", "")
 	}
@@ -279,7 +279,7 @@ func (v *voice) pump() {
 		return
 	}
 	v.expire()
-	now := time.Now()
+	now := v.s.now()
 	for v.queue.Len() > 0 && v.floor.Free(now) {
 		it := v.queue.Pop()
 		d := it.Payload.(*itemData)
@@ -321,7 +321,7 @@ func (v *voice) observeStart(it *narration.Item, now time.Time) {
 			ready = t
 		}
 	}
-	if d := time.Since(ready); d >= 0 && !ready.After(now) {
+	if d := now.Sub(ready); d >= 0 && !ready.After(now) {
 		v.s.node.metrics.narrationDelay.Observe(d.Seconds())
 	}
 }
@@ -335,7 +335,7 @@ func (v *voice) settle() {
 	if v.queue.Len() == 0 {
 		return
 	}
-	now := time.Now()
+	now := v.s.now()
 	next := v.queue.Oldest().Add(v.maxWait)
 	if at := v.floor.FreeAt(); at.After(now) && at.Before(next) {
 		next = at
@@ -345,7 +345,7 @@ func (v *voice) settle() {
 
 // expire ends the attempts of items that waited longer than the maximum (SPEC 8: floor_timeout).
 func (v *voice) expire() {
-	deadline := time.Now().Add(-v.maxWait)
+	deadline := v.s.now().Add(-v.maxWait)
 	for _, it := range v.queue.Remove(func(it *narration.Item) bool { return it.Queued.Before(deadline) }) {
 		v.attemptEnded(it, narration.NoFloor, false, "")
 	}
@@ -428,7 +428,7 @@ func (e *modelEvents) on(fn func(v *voice)) {
 
 // SpeechStarted implements model.Events.
 func (e *modelEvents) SpeechStarted() {
-	at := time.Now()
+	at := e.s.now()
 	e.on(func(v *voice) { v.speechStarted(at) })
 }
 
@@ -565,7 +565,7 @@ func (v *voice) play() {
 	}
 	v.stopTicker()
 	if v.floor.InFlight {
-		v.freedAt = time.Now()
+		v.freedAt = v.s.now()
 	}
 	v.floor.InFlight = false
 	v.pump()
@@ -578,7 +578,7 @@ func (v *voice) startTicker() {
 	if v.ticker != nil {
 		return
 	}
-	t := time.NewTicker(20 * time.Millisecond)
+	t := v.s.node.cfg.Clock.NewTicker(20 * time.Millisecond)
 	end := make(chan struct{})
 	v.ticker, v.tickEnd = t, end
 	s := v.s
@@ -592,7 +592,7 @@ func (v *voice) startTicker() {
 			select {
 			case <-end:
 				return
-			case <-t.C:
+			case <-t.C():
 				s.post(tick)
 			}
 		}
@@ -623,7 +623,7 @@ func (v *voice) tick() {
 			v.s.caller.client.tr.SendAudio(f)
 			r.playout.Add(f)
 			if r.firstFrame.IsZero() {
-				r.firstFrame = time.Now()
+				r.firstFrame = v.s.now()
 			}
 		}
 	}
@@ -676,7 +676,7 @@ func (v *voice) attemptEnded(it *narration.Item, e narration.Ending, audible boo
 		}
 		a.item = nil
 		if o.Counted {
-			a.delivered = time.Now()
+			a.delivered = v.s.now()
 			v.armReask(a)
 		} else if o.Retry {
 			v.queueAsk(a)
