@@ -77,7 +77,7 @@ func milestoneHeldWhileCallerSpeaks(t *testing.T, vs *voiceSession) {
 	vs.talk()
 	vs.partial(j, "half way", true, nil)
 	q := vs.host.expect(narr(j.callID, "milestone", "queued"))
-	time.Sleep(600 * time.Millisecond) // the caller keeps talking
+	vs.advance(grace + settle) // the caller keeps talking
 	vs.host.absent(0, narr(j.callID, "milestone", "speaking"), "SPEC 8: a milestone spoken while the caller talks")
 	lastLoud := vs.mic.silence()
 
@@ -265,7 +265,7 @@ func handoffCountsForMute(t *testing.T, vs *voiceSession) {
 	from := vs.say("mute 1")
 	tc := vs.callTool("slow", `{"job":"quiet"}`)
 	j := vs.deferCall(tc.F.str("call_id"), "quiet")
-	time.Sleep(grace + 1500*time.Millisecond) // the silent hand-off had its turn
+	vs.advance(grace + settle) // the silent hand-off had its turn
 	if ts := vs.transcriptsFrom(from); len(ts) != 0 {
 		t.Fatalf("mute 1: the hand-off was spoken: %s", ts[0].F)
 	}
@@ -315,7 +315,7 @@ func bargeInAudioMilestone(t *testing.T, vs *voiceSession) {
 	if it.F.num("attempt") != 1 || it.F.str("response_id") != rid {
 		t.Errorf("interrupted: want attempt 1, response_id %s: %s", rid, it.F)
 	}
-	time.Sleep(300 * time.Millisecond)
+	m.waitSent(15) // the caller talks on for 300 ms
 	m.silence()
 	vs.audioStopped(it.At, "SPEC 8", "the barge-in was reported")
 	if n := vs.audioOf(rid); vs.scripted && n >= 120 {
@@ -420,7 +420,7 @@ func queueOrderByPriority(t *testing.T, vs *voiceSession) {
 	vs.host.expect(narr(c.callID, "interaction", "queued"))
 	vs.result(d, "delta output")
 	vs.host.expect(narr(d.callID, "completion", "queued"))
-	time.Sleep(300 * time.Millisecond)
+	vs.settled()
 	vs.host.never(typ("error"), "queuing while the caller talks")
 	from := vs.caller.mark()
 	vs.mic.silence()
@@ -511,10 +511,13 @@ func interactionClosedWhileQueued(t *testing.T, vs *voiceSession) {
 		t.Errorf("update acked %s, want applied", ack.F)
 	}
 	from := vs.caller.mark()
-	vs.mic.silence()
-	time.Sleep(grace + settle)
+	vs.stopTalking()
+	vs.advance(grace + settle)
 	if n := vs.caller.audioFrames(from, -1); n != 0 {
 		t.Errorf("SPEC 9: %d frames of agent audio after the queued ask was closed", n)
+	}
+	if ts := vs.transcriptsFrom(from); len(ts) != 0 {
+		t.Errorf("SPEC 9: spoken after the queued ask was closed: %s", ts[0].F)
 	}
 	vs.expectNarrations(j.callID, "interaction", 0, "queued/1", "stopped/1")
 	vs.host.send(map[string]any{"type": "tool_interaction_update", "id": "u2", "handle": j.handle, "interaction_id": ia, "state": "cancelled"})
@@ -556,7 +559,7 @@ func interactionAnswerMatched(t *testing.T, vs *voiceSession) {
 	if ans.F.str("handle") != j.handle || ans.F.str("interaction_id") != ia || ans.F.str("option") != "large" || ans.F.str("text") != "Large, please!" {
 		t.Errorf("SPEC 9: answer %s, want handle %s, interaction_id %s, option large, text as said", ans.F, j.handle, ia)
 	}
-	time.Sleep(settle)
+	vs.advance(settle)
 	if ts := vs.transcriptsFrom(from); len(ts) != 0 {
 		t.Errorf("SPEC 9: a matched answer went to the model as a turn: %s", ts[0].F)
 	}
@@ -606,7 +609,7 @@ func interactionMostRecentAsk(t *testing.T, vs *voiceSession) {
 	if ans.F.str("call_id") != a.callID || ans.F.str("option") != "blue" {
 		t.Errorf("answer %s, want option blue of %s", ans.F, a.callID)
 	}
-	time.Sleep(500 * time.Millisecond)
+	vs.advance(settle)
 	if ts := vs.transcriptsFrom(from); len(ts) != 0 {
 		t.Errorf("SPEC 9: a matched answer went to the model: %s", ts[0].F)
 	}
@@ -703,16 +706,19 @@ func interactionReasked(t *testing.T, vs *voiceSession) {
 	ia := unique("ia-survey")
 	vs.partial(j, "a question", false, map[string]any{"id": ia, "prompt": "Yes or no?"})
 	d1 := vs.host.expect(typ("tool_job_narration", "call_id", j.callID, "interaction_id", ia, "state", "delivered"))
-	q2, err := vs.host.waitFrom(d1.Idx, 30*time.Second+waitTimeout,
-		typ("tool_job_narration", "call_id", j.callID, "interaction_id", ia, "state", "queued"))
+	queued := typ("tool_job_narration", "call_id", j.callID, "interaction_id", ia, "state", "queued")
+	reasked := func(f frame) bool { return queued(f) && f.num("attempt") == 2 }
+	// The clock also runs with the real time: a second's margin for the time the delivered
+	// frame took to arrive.
+	vs.advance(29 * time.Second)
+	vs.host.never(reasked, "SPEC 9: asked again before 30 s")
+	vs.advance(time.Second)
+	q2, err := vs.host.waitFrom(d1.Idx, waitTimeout, reasked)
 	if err != nil {
 		t.Fatalf("SPEC 9: not asked again after 30 s: %v", err)
 	}
 	if q2.F.num("attempt") != 2 {
 		t.Errorf("re-ask with attempt %d, want 2", q2.F.num("attempt"))
-	}
-	if gap := q2.At.Sub(d1.At); gap < 29*time.Second {
-		t.Errorf("SPEC 9: asked again %v after it was delivered, want 30 s", gap.Round(time.Millisecond))
 	}
 	d2 := vs.host.expect(typ("tool_job_narration", "call_id", j.callID, "interaction_id", ia, "state", "delivered"))
 	if d2.F.num("attempt") != 2 {
@@ -737,7 +743,7 @@ func cancelByHandle(t *testing.T, vs *voiceSession) {
 	}
 	vs.result(j, "too late")
 	vs.host.expect(typ("error", "code", "call_finished"))
-	time.Sleep(grace + settle)
+	vs.advance(grace + settle)
 	vs.host.never(narr(j.callID, "completion", "queued"), "SPEC 8: a cancelled job gets no completion turn")
 	for _, e := range vs.transcriptsFrom(from) {
 		if strings.Contains(e.F.str("text"), "render") {
@@ -764,10 +770,13 @@ func cancelByCallID(t *testing.T, vs *voiceSession) {
 	if tc.F.str("reason") != "caller_request" || tc.F.has("handle") {
 		t.Errorf("SPEC 11: tool_cancel %s, want reason caller_request and no handle", tc.F)
 	}
-	time.Sleep(grace + settle)
+	vs.advance(grace + settle)
 	vs.host.never(narr(j.callID, "completion", "queued"), "a cancelled job gets no completion turn")
 	if n := vs.caller.audioFrames(from, -1); vs.scripted && n != 0 {
 		t.Errorf("%d frames of agent audio after cancelling a pending call", n)
+	}
+	if ts := vs.transcriptsFrom(from); vs.scripted && len(ts) != 0 {
+		t.Errorf("spoken after cancelling a pending call: %s", ts[0].F)
 	}
 }
 
@@ -784,7 +793,7 @@ func cancelByCallerFrame(t *testing.T, vs *voiceSession) {
 	if tc.F.str("reason") != "caller_request" {
 		t.Errorf("SPEC 11: tool_cancel %s, want reason caller_request", tc.F)
 	}
-	time.Sleep(grace + settle)
+	vs.advance(grace + settle)
 	vs.host.never(narr(j.callID, "completion", "queued"), "SPEC 8: a cancelled job gets no completion turn")
 }
 
@@ -798,9 +807,12 @@ func progressNeverSpoken(t *testing.T, vs *voiceSession) {
 	from := vs.caller.mark()
 	vs.host.send(map[string]any{"type": "tool_progress", "handle": j.handle, "note": "epoch 3 of 10"})
 	vs.partial(j, "loss 0.3", false, nil)
-	time.Sleep(settle)
+	vs.advance(grace + settle)
 	if n := vs.caller.audioFrames(from, -1); n != 0 {
 		t.Errorf("SPEC 7: %d frames of agent audio after progress and a silent partial", n)
+	}
+	if ts := vs.transcriptsFrom(from); len(ts) != 0 {
+		t.Errorf("SPEC 7: spoken after progress and a silent partial: %s", ts[0].F)
 	}
 	vs.host.never(typ("tool_job_narration", "kind", "milestone"), "SPEC 7: a partial without reply is narrated")
 	vs.host.never(typ("error"), "progress")
@@ -826,7 +838,7 @@ func injectSpeakFalse(t *testing.T, vs *voiceSession) {
 	from := vs.caller.mark()
 	no := false
 	vs.inject("The caller is a VIP.", &no)
-	time.Sleep(settle)
+	vs.advance(grace + settle)
 	if n := vs.caller.audioFrames(from, -1); n != 0 {
 		t.Errorf("SPEC 8: inject with speak false was spoken (%d frames)", n)
 	}
@@ -869,7 +881,7 @@ func injectDuringResponse(t *testing.T, vs *voiceSession) {
 func injectUnspokenAtEnd(t *testing.T, vs *voiceSession) {
 	vs.talk()
 	id := vs.inject("Never said.", nil)
-	time.Sleep(300 * time.Millisecond)
+	vs.settled()
 	vs.host.never(typ("error"), "SPEC 8: an inject while the caller talks is accepted (queued)")
 	vs.end()
 	ended := vs.host.expect(typ("session.ended"))
@@ -972,10 +984,13 @@ func noCompletionWithoutNotify(t *testing.T, vs *voiceSession) {
 	j := vs.startJobOf("fire", "beacon")
 	from := vs.caller.mark()
 	vs.result(j, "sent")
-	time.Sleep(grace + settle)
+	vs.advance(grace + settle)
 	vs.host.never(typ("tool_job_narration", "call_id", j.callID, "kind", "completion"), "SPEC 4: notify_on_complete false")
 	if n := vs.caller.audioFrames(from, -1); n != 0 {
 		t.Errorf("SPEC 4: %d frames of agent audio after the result of a job that does not notify", n)
+	}
+	if ts := vs.transcriptsFrom(from); len(ts) != 0 {
+		t.Errorf("SPEC 4: spoken after the result of a job that does not notify: %s", ts[0].F)
 	}
 }
 
@@ -1003,10 +1018,11 @@ func nothingSpokenWithoutCaller(t *testing.T, vs *voiceSession) {
 	j := vs.startJob("upload")
 	token, last := vs.callerW.str("resume_token"), vs.caller.lastSeqSeen()
 	vs.caller.cut()
-	time.Sleep(200 * time.Millisecond)
+	vs.expectEntry("the caller's connection dropped", "disconnect", func(e entry) bool { return e.str("role") == "caller" })
 	vs.result(j, "uploaded")
 	vs.host.expect(narr(j.callID, "completion", "queued"))
-	vs.host.absent(settle, narr(j.callID, "completion", "speaking"), "SPEC 8: spoken with no caller attached")
+	vs.advance(grace + settle)
+	vs.host.never(narr(j.callID, "completion", "speaking"), "SPEC 8: spoken with no caller attached")
 
 	c2 := dial(t, vs.b.WSURL, "caller (resumed)")
 	resuming := time.Now()
@@ -1100,7 +1116,7 @@ func permissionClearNo(t *testing.T, vs *voiceSession) {
 	ask := vs.askFor(`{"amount":9}`)
 	from := vs.say("no")
 	vs.hear(from, "OK, I won't run pay.")
-	time.Sleep(500 * time.Millisecond)
+	vs.advance(settle)
 	vs.host.never(typ("tool_call"), "SPEC 12: the host never hears of a declined call")
 	vs.host.never(typ("tool_cancel"), "SPEC 12: the host never hears of a declined call")
 	vs.permissionEntry("decline", "no", ask)
@@ -1163,7 +1179,7 @@ func permissionOneAtATime(t *testing.T, vs *voiceSession) {
 	from := vs.say(`call pay {"amount":1}`)
 	vs.say(`call pay {"amount":2}`) // within the grace: a second call, no reply to the first ask
 	vs.hear(from, fmt.Sprintf(askPay, `{"amount":1}`))
-	time.Sleep(500 * time.Millisecond)
+	vs.advance(settle)
 	for _, e := range vs.transcriptsFrom(from) {
 		if strings.Contains(e.F.str("text"), `{"amount":2}`) {
 			t.Fatalf("SPEC 12: a second ask while the first is open: %s", e.F)
@@ -1192,8 +1208,8 @@ func permissionNoStaleClarification(t *testing.T, vs *voiceSession) {
 	from := vs.say("call pay " + args)
 	tr := vs.heard(from, fmt.Sprintf(askPay, args))
 	vs.caller.awaitAudioFrames(tr.Idx, 3)
-	vs.say("yes")                      // interrupts the ask: at most hold
-	time.Sleep(150 * time.Millisecond) // the cut ask has left the floor; the grace runs
+	vs.say("yes") // interrupts the ask: at most hold
+	vs.settled()  // the cut ask has left the floor; the grace runs
 	again := vs.say("yes")
 	clarification := fmt.Sprintf(`I need a clear yes or no. Shall I run pay with %s?`, args)
 	approving := again // the caller's turn that approved the call
@@ -1203,7 +1219,7 @@ func permissionNoStaleClarification(t *testing.T, vs *voiceSession) {
 		approving = vs.say("yes")
 		vs.host.expect(typ("tool_call", "name", "pay"))
 	}
-	time.Sleep(grace + settle)
+	vs.advance(grace + settle)
 	// Nothing more is asked once the call is approved: no speech of any ask after the approving
 	// turn. (A clarification requested just before that turn and cut by it before any of its
 	// audio played — the scripted model sends its transcript at once — was never heard.)
@@ -1239,7 +1255,7 @@ func permissionReplyWhileClarificationWaits(t *testing.T, vs *voiceSession) {
 		vs.host.expectAfter(hostFrom, typ("tool_call", "name", "pay"))
 		return
 	}
-	time.Sleep(grace + settle)
+	vs.advance(grace + settle)
 	// Nothing is said after the approving reply. On a loaded machine the clarification may have
 	// been requested between the two turns (its grace ran out before the second one was
 	// handled): the scripted model's transcript of it then came, but the reply cut it before

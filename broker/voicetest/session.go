@@ -50,6 +50,7 @@ type voiceSession struct {
 	callerW  frame // the caller's welcome
 	hostW    frame // the host's welcome
 	mic      *mic
+	clock    *brokertest.Clock // the broker's clock: the scenario moves it
 }
 
 // job is a deferred job of the session.
@@ -62,6 +63,7 @@ type job struct {
 // newVoiceSession creates a session with its host (which creates it) and its caller.
 func newVoiceSession(t testing.TB, b *brokertest.Broker, scripted bool) *voiceSession {
 	vs := &voiceSession{t: t, b: b, scripted: scripted}
+	vs.clock, _ = b.Node.Config().Clock.(*brokertest.Clock)
 	vs.host = dial(t, b.WSURL, "host")
 	w := vs.host.hello(map[string]any{"role": "host", "api_key": brokertest.KeyA, "tools": hostTools, "id": "h1"})
 	vs.hostW = w
@@ -91,6 +93,17 @@ func (vs *voiceSession) finish() {
 	}
 }
 
+// advance moves the broker's clock forward by d (the scenario's broker has a clock of its
+// own) and waits until the session handled what that made due (settled).
+func (vs *voiceSession) advance(d time.Duration) {
+	vs.t.Helper()
+	if vs.clock == nil {
+		vs.t.Fatal("voicetest: the scenario's broker has no brokertest.Clock")
+	}
+	vs.clock.Advance(d)
+	vs.settled()
+}
+
 // startMic starts the caller's microphone (silent).
 func (vs *voiceSession) startMic() *mic {
 	if vs.mic == nil {
@@ -100,14 +113,27 @@ func (vs *voiceSession) startMic() *mic {
 }
 
 // talk makes the caller speak (a loud tone) and waits until the broker's VAD has surely heard
-// it start: 10 loud frames sent (it needs 3), and time for the broker to read them — its
-// caller connection is not the one a test's next frame goes on, so under load (a CI machine
-// running every package's race tests at once) 100 ms was once not enough.
+// it start: 10 loud frames sent (it needs 3), and handled (settled: the caller's barrier goes
+// after them on the same connection, so no time is guessed even on a loaded machine).
 func (vs *voiceSession) talk() {
 	m := vs.startMic()
 	m.setLoud(true)
 	m.waitSent(10)
-	time.Sleep(300 * time.Millisecond)
+	vs.settled()
+}
+
+// quietFramesToStop is more quiet frames than the broker's VAD waits for to hear speech stop
+// (300 ms).
+const quietFramesToStop = 20
+
+// stopTalking makes the caller fall silent and waits until the broker's VAD has surely heard the
+// speech stop: more quiet frames sent than it needs, and handled (settled). The floor's grace
+// runs from then, on the broker's clock. It returns when the last loud frame was due.
+func (vs *voiceSession) stopTalking() time.Time {
+	last := vs.mic.silence()
+	vs.mic.waitSent(quietFramesToStop)
+	vs.settled()
+	return last
 }
 
 // say sends a caller turn as text (SPEC 17) and waits for its echo; it returns the caller's
@@ -307,15 +333,33 @@ func (vs *voiceSession) end() {
 // barriers numbers the ids of settled's frames.
 var barriers atomic.Int64
 
-// settled waits until the host has received every frame the broker sent it in the steps it took
-// before now: a job.cancel of a call that does not exist is answered in order, after them (a
-// barrier, no sleep).
+// settled waits until the session has handled every event queued before now, and the host and
+// the caller have received every frame it sent before: on each connection a job.cancel of a
+// call that does not exist is answered in order, after them (a barrier, no sleep). The session
+// handles its events one at a time, in order, and the caller's audio goes through the same
+// queue as its frames; the scripted model reports a response's transcript as it is asked for
+// it, so what the broker asked of it is seen too (its audio follows in real time).
 func (vs *voiceSession) settled() {
 	vs.t.Helper()
-	id := fmt.Sprintf("barrier-%d", barriers.Add(1))
-	vs.host.send(map[string]any{"type": "job.cancel", "id": id, "call_id": "call_zzzzzzzzzzzzzzzzzzzz"})
-	vs.host.expect(typ("job.cancel_result", "ref", id))
+	for _, c := range []*conn{vs.host, vs.caller} {
+		if c == nil || c.sessionEnded() || c.Gone() {
+			continue
+		}
+		id := fmt.Sprintf("barrier-%d", barriers.Add(1))
+		from := c.mark()
+		c.send(map[string]any{"type": "job.cancel", "id": id, "call_id": "call_zzzzzzzzzzzzzzzzzzzz"})
+		c.expectAfter(from, typ("job.cancel_result", "ref", id))
+	}
+	if !vs.scripted {
+		// Another model is a peer over the network: what it says in answer to the broker is not
+		// ordered by the barrier, so give it the time a model takes to answer.
+		time.Sleep(otherModelAnswers)
+	}
 }
+
+// otherModelAnswers is how long a model other than the scripted one is given to answer what
+// the broker asked of it before a scenario checks that nothing was said.
+const otherModelAnswers = 500 * time.Millisecond
 
 // narr matches the tool_job_narration of a job's kind in state (interaction: any id).
 func narr(callID, kind, state string) match {

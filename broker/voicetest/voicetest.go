@@ -26,6 +26,7 @@ import (
 	"github.com/backchannel-io/backchannel/broker/model"
 	"github.com/backchannel-io/backchannel/broker/model/scripted"
 	"github.com/backchannel-io/backchannel/internal/brokertest"
+	"github.com/backchannel-io/backchannel/internal/redistest"
 )
 
 // scenario is one row of the table.
@@ -54,7 +55,13 @@ func Run(t *testing.T, store string, newModel model.Factory, scripted bool) {
 		cfg.Models = map[string]model.Factory{"scripted": scriptedModel, "openai": newModel}
 		cfg.DefaultModel = "openai"
 	}
-	b := brokertest.Start(t, brokertest.Options{Store: store, Config: cfg})
+	// Each scenario has a broker of its own, on a clock of its own that it moves (the floor's
+	// grace, re-asks, narration timeouts); with Redis they share one server, each under its own
+	// key prefix.
+	opts := brokertest.Options{Store: store}
+	if store == "redis" {
+		opts.Redis = redistest.New(t)
+	}
 
 	// The scenarios run at once, each in its own session: subtests started from goroutines
 	// without t.Parallel, so that -parallel (GOMAXPROCS by default) does not serialize them.
@@ -67,7 +74,7 @@ func Run(t *testing.T, store string, newModel model.Factory, scripted bool) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			t.Run(sc.name, func(t *testing.T) {
-				sc.run(t, newVoiceSession(t, b, scripted))
+				sc.run(t, newVoiceSession(t, startBroker(t, opts, cfg), scripted))
 			})
 		}()
 	}
@@ -78,6 +85,16 @@ func Run(t *testing.T, store string, newModel model.Factory, scripted bool) {
 			t.Errorf("%d of %d session models still open after their sessions ended", open, models.started())
 		}
 	}
+}
+
+// startBroker starts a broker for one scenario with opts and cfg, on a clock of its own.
+func startBroker(t *testing.T, opts brokertest.Options, cfg broker.Config) *brokertest.Broker {
+	cfg.Clock = brokertest.NewClock()
+	opts.Config = cfg
+	if opts.Redis != nil {
+		opts.Prefix = redistest.Prefix(t)
+	}
+	return brokertest.Start(t, opts)
 }
 
 // modelTracker wraps a model factory to see which models were closed.
