@@ -9,8 +9,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
-	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // edgeConn is, on the node a client connected to, a connection whose session another node
@@ -55,7 +55,7 @@ func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) (e *edgeCo
 	n.relayMu.Unlock()
 	e.sent = 1
 	if err := n.sendTo(holder, relayMsg{Op: opHello, Conn: e.conn, N: 1, Data: data}); err != nil {
-		if errors.Is(err, jobs.ErrNotListening) {
+		if errors.Is(err, cluster.ErrNotListening) {
 			e.forget()
 			return nil, false // it died holding the session: its lease runs out, and this node takes it
 		}
@@ -122,7 +122,7 @@ func (e *edgeConn) tellDropped() {
 	b.InitialInterval, b.MaxElapsedTime = 100*time.Millisecond, 30*time.Second
 	err := backoff.Retry(func() error {
 		err := e.n.sendTo(e.holder, relayMsg{Op: opDrop, Conn: e.conn})
-		if errors.Is(err, jobs.ErrNotListening) {
+		if errors.Is(err, cluster.ErrNotListening) {
 			return backoff.Permanent(err) // the holder is gone: its drops do not matter
 		}
 		return err

@@ -4,10 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/cluster"
 )
 
-// Holding. With a shared store (jobs.NodeDirectory) a node records which sessions it holds and
+// Holding. With a shared store (cluster.Directory) a node records which sessions it holds and
 // that it is alive, both for Config.HoldTTL and renewed every third of it, so that another node
 // can relay a connection to it (edge.go) and can tell when it crashed.
 
@@ -18,7 +18,7 @@ func (n *Node) hold(s *Session) {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
 	defer cancel()
-	if err := n.dir.HoldSessions(ctx, n.addr, []jobs.HeldSession{{ID: s.id, Tenant: s.tenant}}, n.cfg.HoldTTL); err != nil {
+	if err := n.dir.HoldSessions(ctx, n.addr, []cluster.HeldSession{{ID: s.id, Tenant: s.tenant}}, n.cfg.HoldTTL); err != nil {
 		n.log.Warn("broker: recording a session's node", "session", s.id, "err", err)
 	}
 }
@@ -67,9 +67,9 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 func (n *Node) renew(ctx context.Context) {
 	n.alive(ctx)
 	n.mu.Lock()
-	ids := make([]jobs.HeldSession, 0, len(n.sessions))
+	ids := make([]cluster.HeldSession, 0, len(n.sessions))
 	for id, s := range n.sessions {
-		ids = append(ids, jobs.HeldSession{ID: id, Tenant: s.tenant})
+		ids = append(ids, cluster.HeldSession{ID: id, Tenant: s.tenant})
 	}
 	closing := n.closing
 	n.mu.Unlock()

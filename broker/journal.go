@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/backchannel-io/backchannel/broker/textagent"
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // Journaling (SPEC 15: killing a node loses no job; its sessions resume on another node). With
-// a store that outlives the node (jobs.SessionJournal: Redis), a node keeps what only it holds
+// a store that outlives the node (cluster.Journal: Redis), a node keeps what only it holds
 // of each session in the store all the time, not only when it shuts down (park.go): the
 // session's record — slots, declared tools, resume-token hashes, join-token hash — whenever it
 // changes, before the welcome or the reply that makes the change known; and every frame of every
@@ -63,7 +64,7 @@ func (s *Session) saveJournal() error {
 	}
 	if err != nil {
 		s.journaled.Store(false)
-		if errors.Is(err, jobs.ErrLeaseLost) {
+		if errors.Is(err, cluster.ErrLeaseLost) {
 			s.node.log.Warn("broker: another node took over a session this node held", "session", s.id)
 			s.post(s.letGo)
 		} else {
@@ -153,7 +154,7 @@ func (n *Node) sweepOrphans() {
 
 // takeOver takes a journaled session whose node died and returns it as a parked session, or
 // nil (held: another node's lease still runs, or the journal could not be read).
-func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedState, held bool) {
+func (n *Node) takeOver(tenant, id string) (p *cluster.ParkedSession, st *parkedState, held bool) {
 	if n.journal == nil {
 		return nil, nil, false
 	}
@@ -168,7 +169,7 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 	}
 	js, err := n.journal.TakeOver(ctx, n.addr, tenant, id, n.cfg.HoldTTL)
 	if err != nil {
-		if errors.Is(err, jobs.ErrLeaseHeld) {
+		if errors.Is(err, cluster.ErrLeaseHeld) {
 			return nil, nil, true
 		}
 		if errors.Is(err, jobs.ErrNotFound) {
@@ -238,7 +239,7 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 		}
 	}
 	st.Crashed = died.UnixMilli()
-	return &jobs.ParkedSession{Tenant: js.Tenant, SessionID: js.SessionID}, st, false
+	return &cluster.ParkedSession{Tenant: js.Tenant, SessionID: js.SessionID}, st, false
 }
 
 // redispatch sends again, for a session taken over from a dead node, the tool_call of each

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
@@ -46,9 +47,9 @@ type Node struct {
 	relaying  atomic.Bool // subscribed to the changes other nodes relay
 
 	// Relayed connections (remote.go, edge.go), when the store is shared.
-	addr    string              // this node's address among the nodes: NodeID plus a random suffix
-	dir     jobs.NodeDirectory  // nil when the store is not shared
-	journal jobs.SessionJournal // nil when the store does not outlive the node (journal.go)
+	addr    string            // this node's address among the nodes: NodeID plus a random suffix
+	dir     cluster.Directory // nil when the store is not shared
+	journal cluster.Journal   // nil when the store does not outlive the node (journal.go)
 	relayMu sync.Mutex
 	remotes map[string]*remoteConn // held here, their edge elsewhere; by edge/conn
 	// endedRemotes are remotes that ended within endedLinkKeep (relaycheck.go); by edge/conn
@@ -89,9 +90,9 @@ func NewNode(cfg Config, store jobs.Store) *Node {
 		edges:        make(map[string]*edgeConn),
 	}
 	n.addr = cfg.NodeID + "." + randomID(8)
-	n.dir, _ = store.(jobs.NodeDirectory)
+	n.dir, _ = store.(cluster.Directory)
 	if n.dir != nil {
-		n.journal, _ = store.(jobs.SessionJournal)
+		n.journal, _ = store.(cluster.Journal)
 	}
 	n.engine = jobs.NewEngine(store, engineOptions(&n.cfg, n.onChange))
 	return n
@@ -123,7 +124,7 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	})
 	loop(n.sweepEnded)
-	if r, ok := n.store.(jobs.ChangeRelay); ok {
+	if r, ok := n.store.(cluster.ChangeRelay); ok {
 		loop(func(ctx context.Context) { n.subscribeChanges(ctx, r) })
 		loop(func(ctx context.Context) { every(ctx, overdueSweep, n.sweepOverdueAll) })
 	}
@@ -132,7 +133,7 @@ func (n *Node) Run(ctx context.Context) error {
 		loop(n.holdEvery)
 		loop(func(ctx context.Context) { every(ctx, relayCheck, n.pingRelays) })
 	}
-	if _, ok := n.store.(jobs.SessionParking); ok {
+	if _, ok := n.store.(cluster.Parking); ok {
 		loop(func(ctx context.Context) { every(ctx, parkedSweep, func() { n.sweepParked(); n.sweepOrphans() }) })
 	}
 	err := n.engine.Run(ctx)
@@ -335,7 +336,7 @@ func (n *Node) onChange(c jobs.Change) {
 	if n.deliver(c) {
 		return
 	}
-	if r, ok := n.store.(jobs.ChangeRelay); ok {
+	if r, ok := n.store.(cluster.ChangeRelay); ok {
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 		defer cancel()
 		if err := r.PublishChange(ctx, c); err != nil {
@@ -348,7 +349,7 @@ func (n *Node) onChange(c jobs.Change) {
 // republish tries again, with backoff for up to 10 s, to relay a change the store refused (a
 // Redis restart); the session's node also finds an ended job's end by itself once it is
 // overdue (sweepOverdue), or when its subscription dropped (reconcile).
-func (n *Node) republish(r jobs.ChangeRelay, c jobs.Change) {
+func (n *Node) republish(r cluster.ChangeRelay, c jobs.Change) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxElapsedTime = 100*time.Millisecond, 10*time.Second
 	err := backoff.Retry(func() error {
@@ -373,7 +374,7 @@ func (n *Node) deliver(c jobs.Change) bool {
 
 // subscribeChanges subscribes to the changes other nodes relay, trying again every second
 // while the store cannot be reached (go-redis keeps a subscription in place by itself).
-func (n *Node) subscribeChanges(ctx context.Context, r jobs.ChangeRelay) {
+func (n *Node) subscribeChanges(ctx context.Context, r cluster.ChangeRelay) {
 	n.untilDone(ctx, "subscribing to the job changes of other nodes", func() error {
 		return r.SubscribeChanges(ctx, n.relayed, n.reconcileAll)
 	}, &n.relaying)
@@ -424,7 +425,7 @@ func (n *Node) Shutdown(ctx context.Context, end bool) error {
 			if !s.mb.post(func() { s.end(endEnded); done() }, false) {
 				done()
 			}
-		} else if pk, ok := n.store.(jobs.SessionParking); ok {
+		} else if pk, ok := n.store.(cluster.Parking); ok {
 			if !s.mb.post(func() { s.park(pk); done() }, false) {
 				done()
 			}

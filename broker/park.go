@@ -11,6 +11,7 @@ import (
 
 	"github.com/backchannel-io/backchannel/broker/model"
 	"github.com/backchannel-io/backchannel/broker/textagent"
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/narration"
@@ -19,13 +20,13 @@ import (
 // Parking. A node that shuts down with a store shared by several nodes closes its connections
 // with 1012 and leaves its sessions to live on (SPEC 18). It writes what only it held of each
 // session — slots with their tools, resume-token hashes, outboxes and seq counters, the join
-// token's hash, completions not yet voiced — to the store (jobs.SessionParking), and the next
+// token's hash, completions not yet voiced — to the store (cluster.Parking), and the next
 // node that hears of the session takes it back, exactly once: a hello naming it (a resume
 // above all, SPEC 10: resume works on any node that shares the store), its timeline, or the end
 // of its resume window, found by any node's sweep. Jobs, handles, deadlines and timelines were
 // in the store all along.
 
-// parkedState is a session's encoding in jobs.ParkedSession.State.
+// parkedState is a session's encoding in cluster.ParkedSession.State.
 type parkedState struct {
 	JoinHash    []byte                   `json:"join_hash"`
 	CallerHash  []byte                   `json:"caller_hash,omitempty"`
@@ -150,13 +151,13 @@ func (s *Session) snapshot(now time.Time, full bool) parkedState {
 
 // park writes the session's state for another node and closes its connections with 1012
 // (SPEC 18). It runs on the session's loop, as its last event on this node.
-func (s *Session) park(store jobs.SessionParking) {
+func (s *Session) park(store cluster.Parking) {
 	now := time.Now()
 	st := s.snapshot(now, true)
 	s.detachAll(StatusServiceRestart, "service restart")
 	data, err := json.Marshal(st)
 	if err == nil {
-		err = store.ParkSession(s.ctx(), jobs.ParkedSession{Tenant: s.tenant, SessionID: s.id,
+		err = store.ParkSession(s.ctx(), cluster.ParkedSession{Tenant: s.tenant, SessionID: s.id,
 			ExpiresMS: now.Add(s.node.cfg.ResumeWindow).UnixMilli(), State: data}, s.engine().Retention())
 	}
 	if err != nil {
@@ -217,7 +218,7 @@ func (n *Node) takeBack(tenant, id string) *Session {
 // node's lease on the session still runs (its node may have died: then the session is free
 // once the lease runs out), or the store could not be read (the session may well exist).
 func (n *Node) claim(tenant, id string) (*Session, bool) {
-	pk, ok := n.store.(jobs.SessionParking)
+	pk, ok := n.store.(cluster.Parking)
 	if !ok {
 		return nil, false
 	}
@@ -274,7 +275,7 @@ func (n *Node) claim(tenant, id string) (*Session, bool) {
 }
 
 // restore rebuilds a parked session's structure; takenBack then starts its clocks.
-func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
+func (n *Node) restore(p *cluster.ParkedSession, st *parkedState) *Session {
 	s := sessionOf(n, p.SessionID, p.Tenant, time.UnixMilli(st.CreatedMS))
 	s.modelCfg, s.orders = st.Model, st.Orders
 	copy(s.joinHash[:], st.JoinHash)
@@ -469,7 +470,7 @@ const parkedSweep = time.Second
 // nobody back (SPEC 10: resume_expired, their jobs cancelled with reason discard), whichever
 // node finds them first.
 func (n *Node) sweepParked() {
-	pk, ok := n.store.(jobs.SessionParking)
+	pk, ok := n.store.(cluster.Parking)
 	if !ok {
 		return
 	}
