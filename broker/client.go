@@ -502,12 +502,9 @@ func (n *Node) tryLater(id string) *frames.Error {
 	return moving(id)
 }
 
-// storeReachable reports whether the node's store answers a ping now (always, for a store
-// the node does not share: memory).
+// storeReachable reports whether the node's store answers a ping now (the memory store always
+// does).
 func (n *Node) storeReachable() bool {
-	if n.dir == nil {
-		return true
-	}
 	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 	defer cancel()
 	return n.store.Ping(ctx) == nil

@@ -33,7 +33,7 @@ type edgeConn struct {
 // session is here, parked — then it is taken back — or unknown), and refused when it answered
 // it already (the holder could not be reached: a retryable error).
 func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) (e *edgeConn, refused bool) {
-	if n.dir == nil || h.SessionID == "" || n.session(h.SessionID) != nil || n.endedInfo(h.SessionID) != nil {
+	if h.SessionID == "" || n.session(h.SessionID) != nil || n.endedInfo(h.SessionID) != nil {
 		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)

@@ -32,11 +32,9 @@ func (n *Node) Advertise(baseURL string) {
 	n.url.mu.Lock()
 	n.url.url = baseURL
 	n.url.mu.Unlock()
-	if n.dir != nil {
-		ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
-		defer cancel()
-		n.alive(ctx)
-	}
+	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
+	defer cancel()
+	n.alive(ctx)
 }
 
 // alive records the node alive, with its URL, for HoldTTL.
@@ -51,7 +49,7 @@ func (n *Node) alive(ctx context.Context) {
 // ForwardHTTP passes r on to the node that holds sessionID, if that is another live node this
 // node can reach, and reports whether it did (the response is then written).
 func (n *Node) ForwardHTTP(w http.ResponseWriter, r *http.Request, sessionID string) bool {
-	if n.dir == nil || sessionID == "" || r.Header.Get(ForwardedHeader) != "" || n.session(sessionID) != nil {
+	if sessionID == "" || r.Header.Get(ForwardedHeader) != "" || n.session(sessionID) != nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), relayTimeout)

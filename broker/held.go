@@ -35,8 +35,13 @@ type heldFrame struct {
 	durable bool // the journal has it
 }
 
-// holding reports whether frames wait for the journal before they are sent.
-func (s *Session) holding() bool { return s.node.journal != nil && !s.unheld }
+// holding reports whether frames wait for the journal before they are sent: on a cluster that
+// outlives the node (cluster.Cluster.Durable), until the session ends. It is the one place the
+// broker asks what its cluster guarantees: a session that does not hold writes nothing to the
+// journal (saveJournal), so it has no lease to renew, nothing to take over and no frame for a
+// transition to journal (frameOut), and its frames go out at once — a node alone, on the
+// memory store, pays for no journal at all.
+func (s *Session) holding() bool { return s.node.store.Durable() && !s.unheld }
 
 // hold keeps a frame just pushed to sl's outbox until the journal has it (durable: it has).
 func (s *Session) hold(sl *Slot, seq int64, data []byte, durable bool) {

@@ -13,9 +13,6 @@ import (
 
 // hold records that this node holds session s (created or taken back here).
 func (n *Node) hold(s *Session) {
-	if n.dir == nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
 	defer cancel()
 	if err := n.dir.HoldSessions(ctx, n.addr, []cluster.HeldSession{{ID: s.id, Tenant: s.tenant}}, n.cfg.HoldTTL); err != nil {
@@ -26,9 +23,6 @@ func (n *Node) hold(s *Session) {
 // release records that this node no longer holds session id (ended or parked). It does not
 // wait for the store.
 func (n *Node) release(id string) {
-	if n.dir == nil {
-		return
-	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
 		defer cancel()

@@ -276,9 +276,6 @@ func (n *Node) HangUp(tenant, id string) bool {
 // heldElsewhere reports whether another node that shares the store holds tenant's session id
 // (a new session has no timeline entries yet).
 func (n *Node) heldElsewhere(ctx context.Context, tenant, id string) bool {
-	if n.dir == nil {
-		return false
-	}
 	node, t, err := n.dir.SessionHolder(ctx, id)
 	return err == nil && node != "" && t == tenant
 }

@@ -44,9 +44,8 @@ const journalTimeout = 5 * time.Second
 // write that fails leaves the session unjournaled, to be written again before its next frames
 // (held.go); what the record makes known (a welcome's resume token) must wait for it.
 func (s *Session) saveJournal() error {
-	j := s.node.journal
-	if j == nil || s.ended {
-		return nil
+	if !s.holding() || s.ended {
+		return nil // the cluster does not outlive the node (held.go), or the session ended
 	}
 	st := s.snapshot(time.Now(), false)
 	data, err := json.Marshal(st)
@@ -59,7 +58,7 @@ func (s *Session) saveJournal() error {
 		slots = append(slots, st.Expired...)
 		ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
 		defer cancel()
-		err = j.SaveSession(ctx, s.node.addr, s.tenant, s.id, data, slots, s.node.cfg.HoldTTL)
+		err = s.node.journal.SaveSession(ctx, s.node.addr, s.tenant, s.id, data, slots, s.node.cfg.HoldTTL)
 		s.node.journalWrote(err)
 	}
 	if err != nil {
@@ -78,13 +77,12 @@ func (s *Session) saveJournal() error {
 
 // dropJournal deletes the session's journal: it ended, or it was parked.
 func (s *Session) dropJournal() {
-	j := s.node.journal
-	if j == nil || !s.journaled.Swap(false) {
+	if !s.journaled.Swap(false) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
 	defer cancel()
-	if err := j.DropSession(ctx, s.node.addr, s.tenant, s.id); err != nil {
+	if err := s.node.journal.DropSession(ctx, s.node.addr, s.tenant, s.id); err != nil {
 		s.node.log.Warn("broker: dropping a session's journal", "session", s.id, "err", err)
 	}
 }
@@ -92,9 +90,6 @@ func (s *Session) dropJournal() {
 // renewLeases renews the node's leases on its journaled sessions, one call per tenant, and lets
 // go of the sessions whose lease another node took.
 func (n *Node) renewLeases(ctx context.Context) {
-	if n.journal == nil {
-		return
-	}
 	byTenant := map[string][]string{}
 	n.mu.Lock()
 	for id, s := range n.sessions {
@@ -137,9 +132,6 @@ func (s *Session) letGo() {
 // sweepOrphans takes over the journaled sessions of the node's tenants whose lease ran out
 // (their node died): their clocks go on here, and their clients find them on this node.
 func (n *Node) sweepOrphans() {
-	if n.journal == nil {
-		return
-	}
 	for _, tenant := range n.cfg.tenants() {
 		ids, err := n.journal.Orphaned(n.ctx, tenant, time.Now())
 		if err != nil {
@@ -155,9 +147,6 @@ func (n *Node) sweepOrphans() {
 // takeOver takes a journaled session whose node died and returns it as a parked session, or
 // nil (held: another node's lease still runs, or the journal could not be read).
 func (n *Node) takeOver(tenant, id string) (p *cluster.ParkedSession, st *parkedState, held bool) {
-	if n.journal == nil {
-		return nil, nil, false
-	}
 	ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
 	defer cancel()
 	if e := n.endedInfo(id); e != nil {
@@ -264,9 +253,6 @@ func (s *Session) redispatch(open []*jobs.Job) {
 
 // holderAlive reports whether a live node holds session id (false when the store cannot tell).
 func (n *Node) holderAlive(id string) bool {
-	if n.dir == nil {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
 	defer cancel()
 	holder, _, err := n.dir.SessionHolder(ctx, id)
@@ -282,7 +268,7 @@ func (n *Node) holderAlive(id string) bool {
 // the session is not journaled or earlier frames of the slot are not yet. render encodes the frame, seq included, from the operation's
 // outcome. Nothing may enter the slot's outbox between this and sendOut.
 func (s *Session) frameOut(sl *Slot, render func(seq int64, outcome any) []byte) *jobs.FrameOut {
-	if s.node.journal == nil || !s.journaled.Load() || s.heldFrom(sl) != 0 {
+	if !s.journaled.Load() || s.heldFrom(sl) != 0 {
 		// Not while frames of the slot wait for the journal (held.go): an outbox stream takes
 		// its seqs in order, so this one goes with them, at the event's end.
 		return nil

@@ -151,13 +151,13 @@ func (s *Session) snapshot(now time.Time, full bool) parkedState {
 
 // park writes the session's state for another node and closes its connections with 1012
 // (SPEC 18). It runs on the session's loop, as its last event on this node.
-func (s *Session) park(store cluster.Parking) {
+func (s *Session) park() {
 	now := time.Now()
 	st := s.snapshot(now, true)
 	s.detachAll(StatusServiceRestart, "service restart")
 	data, err := json.Marshal(st)
 	if err == nil {
-		err = store.ParkSession(s.ctx(), cluster.ParkedSession{Tenant: s.tenant, SessionID: s.id,
+		err = s.node.parking.ParkSession(s.ctx(), cluster.ParkedSession{Tenant: s.tenant, SessionID: s.id,
 			ExpiresMS: now.Add(s.node.cfg.ResumeWindow).UnixMilli(), State: data}, s.engine().Retention())
 	}
 	if err != nil {
@@ -165,10 +165,8 @@ func (s *Session) park(store cluster.Parking) {
 		return
 	}
 	s.dropJournal()
-	if d := s.node.dir; d != nil {
-		if err := d.ReleaseSession(s.ctx(), s.node.addr, s.id); err != nil {
-			s.node.log.Warn("broker: releasing a parked session", "session", s.id, "err", err)
-		}
+	if err := s.node.dir.ReleaseSession(s.ctx(), s.node.addr, s.id); err != nil {
+		s.node.log.Warn("broker: releasing a parked session", "session", s.id, "err", err)
 	}
 	s.node.log.Info("broker: session parked for another node", "session", s.id, "slots", len(st.Slots))
 }
@@ -218,10 +216,6 @@ func (n *Node) takeBack(tenant, id string) *Session {
 // node's lease on the session still runs (its node may have died: then the session is free
 // once the lease runs out), or the store could not be read (the session may well exist).
 func (n *Node) claim(tenant, id string) (*Session, bool) {
-	pk, ok := n.store.(cluster.Parking)
-	if !ok {
-		return nil, false
-	}
 	n.takeMu.Lock() // two hellos for one parked session: the second finds the first's session
 	defer n.takeMu.Unlock()
 	if s := n.session(id); s != nil {
@@ -234,7 +228,7 @@ func (n *Node) claim(tenant, id string) (*Session, bool) {
 		return nil, false
 	}
 	var st *parkedState
-	p, err := pk.TakeParked(n.ctx, tenant, id)
+	p, err := n.parking.TakeParked(n.ctx, tenant, id)
 	switch {
 	case err == nil:
 		st = &parkedState{}
@@ -242,15 +236,13 @@ func (n *Node) claim(tenant, id string) (*Session, bool) {
 			n.log.Error("broker: decoding a parked session", "session", id, "err", err)
 			return nil, false
 		}
-		if n.journal != nil {
-			// The parking node's journal may outlive its park (it drops it after parking): this
-			// node journals the session afresh, its outboxes from the parked state's seqs.
-			ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
-			if err := n.journal.DropSession(ctx, "", p.Tenant, id); err != nil {
-				n.log.Warn("broker: dropping the journal of a parked session", "session", id, "err", err)
-			}
-			cancel()
+		// The parking node's journal may outlive its park (it drops it after parking): this
+		// node journals the session afresh, its outboxes from the parked state's seqs.
+		ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
+		if err := n.journal.DropSession(ctx, "", p.Tenant, id); err != nil {
+			n.log.Warn("broker: dropping the journal of a parked session", "session", id, "err", err)
 		}
+		cancel()
 	case errors.Is(err, jobs.ErrNotFound):
 		var held bool
 		if p, st, held = n.takeOver(tenant, id); p == nil {
@@ -470,12 +462,8 @@ const parkedSweep = time.Second
 // nobody back (SPEC 10: resume_expired, their jobs cancelled with reason discard), whichever
 // node finds them first.
 func (n *Node) sweepParked() {
-	pk, ok := n.store.(cluster.Parking)
-	if !ok {
-		return
-	}
 	for _, tenant := range n.cfg.tenants() {
-		ids, err := pk.DueParked(n.ctx, tenant, time.Now())
+		ids, err := n.parking.DueParked(n.ctx, tenant, time.Now())
 		if err != nil {
 			n.log.Warn("broker: listing parked sessions", "tenant", tenant, "err", err)
 			continue

@@ -46,6 +46,7 @@ func (s *Store) TakeParked(ctx context.Context, tenant, sessionID string) (*clus
 		return nil, jobs.ErrNotFound // another tenant's session is left alone
 	}
 	delete(s.parked, sessionID)
+	s.unhold(x.p.Tenant, sessionID)
 	return &x.p, nil
 }
 

@@ -14,7 +14,11 @@ import (
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-var _ cluster.Journal = (*Store)(nil)
+var _ cluster.Store = (*Store)(nil)
+
+// Durable implements cluster.Cluster: Redis outlives the nodes, so a node journals every frame
+// before it is sent and another node takes its sessions over when it dies.
+func (s *Store) Durable() bool { return true }
 
 // journalTTL bounds how long a journal outlives the last write to it: a session whose nodes all
 // died for good is found by the next node's sweep long before.

@@ -14,9 +14,9 @@ import (
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-// RunJournal checks cluster.Journal, which stores that outlive a node offer (Redis; the
-// memory store dies with its node and has nothing to take over): a saved session's lease keeps
-// other nodes out while it runs; once it ran out the session is orphaned and exactly one of
+// RunJournal checks cluster.Journal, which every store offers (the memory store's serves the
+// nodes of one process and is not durable, but keeps the same rules): a saved session's lease
+// keeps other nodes out while it runs; once it ran out the session is orphaned and exactly one of
 // concurrent takers gets it, with its record and every slot's outbox in seq order (a replaced
 // frame in place of the first); the node that lost it learns so at its next renewal; dropping
 // the session leaves nothing to take.
