@@ -139,7 +139,7 @@ func (n *Node) sweepOrphans() {
 			continue
 		}
 		for _, id := range ids {
-			n.takeBack(tenant, id)
+			n.claim(tenant, id)
 		}
 	}
 }
@@ -147,15 +147,12 @@ func (n *Node) sweepOrphans() {
 // takeOver takes a journaled session whose node died and returns it as a parked session, or
 // nil (held: another node's lease still runs, or the journal could not be read).
 func (n *Node) takeOver(tenant, id string) (p *cluster.ParkedSession, st *parkedState, held bool) {
-	ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
-	defer cancel()
 	if e := n.endedInfo(id); e != nil {
-		// It ended, and its journal outlived it (its node could not drop it): never revive it.
-		if err := n.journal.DropSession(ctx, "", e.tenant, id); err != nil {
-			n.log.Warn("broker: dropping an ended session's journal", "session", id, "err", err)
-		}
+		n.dropEnded(e, id)
 		return nil, nil, false
 	}
+	ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
+	defer cancel()
 	js, err := n.journal.TakeOver(ctx, n.addr, tenant, id, n.cfg.HoldTTL)
 	if err != nil {
 		if errors.Is(err, cluster.ErrLeaseHeld) {
@@ -229,6 +226,16 @@ func (n *Node) takeOver(tenant, id string) (p *cluster.ParkedSession, st *parked
 	}
 	st.Crashed = died.UnixMilli()
 	return &cluster.ParkedSession{Tenant: js.Tenant, SessionID: js.SessionID}, st, false
+}
+
+// dropEnded drops the journal of session id, which ended (e): if it outlived the session (its
+// node could not drop it), it is never revived.
+func (n *Node) dropEnded(e *endedSession, id string) {
+	ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
+	defer cancel()
+	if err := n.journal.DropSession(ctx, "", e.tenant, id); err != nil {
+		n.log.Warn("broker: dropping an ended session's journal", "session", id, "err", err)
+	}
 }
 
 // redispatch sends again, for a session taken over from a dead node, the tool_call of each

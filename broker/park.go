@@ -204,17 +204,13 @@ func (v *voice) parkCompletions() []parkedCompletion {
 	return out
 }
 
-// takeBack takes a session no live node holds and makes it live on this node: a parked one, or
+// claim takes a session no live node holds and makes it live on this node: a parked one, or
 // one journaled by a node that died (journal.go). It returns nil when the store holds neither of
-// that id (tenant may be "": unknown), or another node holds it.
-func (n *Node) takeBack(tenant, id string) *Session {
-	s, _ := n.claim(tenant, id)
-	return s
-}
-
-// claim is takeBack that also reports whether the client should try again later: another
-// node's lease on the session still runs (its node may have died: then the session is free
-// once the lease runs out), or the store could not be read (the session may well exist).
+// that id (tenant may be "": unknown), or another node holds it, and reports whether the client
+// should try again later: another node's lease on the session still runs (its node may have
+// died: then the session is free once the lease runs out), or the store could not be read (the
+// session may well exist). Entry points call it through takeBack (locate.go), the sweeps
+// directly.
 func (n *Node) claim(tenant, id string) (*Session, bool) {
 	n.takeMu.Lock() // two hellos for one parked session: the second finds the first's session
 	defer n.takeMu.Unlock()
@@ -469,7 +465,7 @@ func (n *Node) sweepParked() {
 			continue
 		}
 		for _, id := range ids {
-			if s := n.takeBack(tenant, id); s != nil {
+			if s, _ := n.claim(tenant, id); s != nil {
 				s.post(func() {
 					if !s.attached() {
 						s.end(endResumeExpired)
