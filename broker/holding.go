@@ -7,8 +7,8 @@ import (
 	"github.com/backchannel-io/backchannel/cluster"
 )
 
-// Holding. With a shared store (cluster.Directory) a node records which sessions it holds and
-// that it is alive, both for Config.HoldTTL and renewed every third of it, so that another node
+// Holding. A node records in its cluster's directory (cluster.Directory) which sessions it
+// holds and that it is alive, both for Config.HoldTTL and renewed every third of it, so that another node
 // can relay a connection to it (edge.go) and can tell when it crashed.
 
 // hold records that this node holds session s (created or taken back here).

@@ -13,9 +13,9 @@ import (
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-// Journaling (SPEC 15: killing a node loses no job; its sessions resume on another node). With
-// a store that outlives the node (cluster.Journal: Redis), a node keeps what only it holds
-// of each session in the store all the time, not only when it shuts down (park.go): the
+// Journaling (SPEC 15: killing a node loses no job; its sessions resume on another node). On a
+// cluster that outlives the node (cluster.Cluster.Durable: Redis), a node keeps what only it
+// holds of each session in the store all the time, not only when it shuts down (park.go): the
 // session's record — slots, declared tools, resume-token hashes, join-token hash — whenever it
 // changes, before the welcome or the reply that makes the change known; and every frame of every
 // outbox before any connection sees it, so that no client ever holds a seq the journal lacks.
