@@ -94,8 +94,10 @@ func (n *Node) AttachAgent(tenant, sessionID string) (*AgentPort, error) {
 		if s, err = n.CreateSession(tenant, ModelConfig{}); err != nil {
 			return nil, err
 		}
-	} else if s = n.session(sessionID); s == nil || s.tenant != tenant {
-		return nil, ErrUnknownSession
+	} else if loc := n.locate(n.ctx, sessionID); loc.place != placeHere || loc.session.tenant != tenant {
+		return nil, ErrUnknownSession // elsewhere (the facade forwards it), ended, or not the tenant's
+	} else {
+		s = loc.session
 	}
 	type result struct {
 		p   *AgentPort

@@ -179,12 +179,21 @@ func (n *Node) hello(tr Transport, data []byte, mayRelay bool) (*edgeConn, *Clie
 		n.refuse(tr, e)
 		return nil, nil
 	}
-	if mayRelay {
-		if e, refused := n.relayHello(tr, h, data); e != nil || refused {
-			return e, nil
-		}
+	var loc location
+	if h.SessionID != "" {
+		loc = n.locate(n.ctx, h.SessionID)
 	}
-	s, created, e := n.sessionFor(h)
+	if loc.place == placeNode {
+		if mayRelay {
+			if e, refused := n.relayHello(tr, h, data, loc); e != nil || refused {
+				return e, nil
+			}
+		}
+		// Not relayed: its node's inbox does not listen (it died holding the session), or the
+		// hello came relayed already. This node takes it, once the lease runs out.
+		loc.place = placeUnheld
+	}
+	s, created, e := n.sessionFor(h, loc)
 	if e != nil {
 		e.Ref = h.ID
 		n.refuse(tr, e)
@@ -222,8 +231,9 @@ func (n *Node) refuse(tr Transport, e *frames.Error) {
 }
 
 // sessionFor finds (or, for an api_key without session_id, creates) the session a hello
-// names, answering every reference the caller may not see exactly as a missing session.
-func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
+// names, at loc (locate's answer, placeNode excepted), taking it back when no live node holds
+// it, and answers every reference the caller may not see exactly as a missing session.
+func (n *Node) sessionFor(h *frames.Hello, loc location) (*Session, bool, *frames.Error) {
 	notFound := func() *frames.Error {
 		if !n.storeReachable() {
 			// The lookups that found nothing may have failed: the session may well exist.
@@ -238,20 +248,16 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 		if h.SessionID == "" {
 			return nil, false, frames.Errorf(frames.CodeBadFrame, "field session_id is required with resume_token")
 		}
-		if s := n.session(h.SessionID); s != nil {
-			return s, false, nil
-		}
-		s, held := n.claim("", h.SessionID)
-		if s != nil {
-			return s, false, nil
-		}
-		if e := n.endedInfo(h.SessionID); e != nil {
-			if slotID, _, ok := parseResumeToken(h.ResumeToken); ok && e.expiredSlots[slotID] {
+		switch loc = n.takeBack(loc, ""); loc.place {
+		case placeHere:
+			return loc.session, false, nil
+		case placeEnded:
+			if slotID, _, ok := parseResumeToken(h.ResumeToken); ok && loc.ended.expiredSlots[slotID] {
 				return nil, false, errResumeExpired()
 			}
 			return nil, false, frames.Errorf(frames.CodeSessionEnded, "session %s has ended", h.SessionID)
 		}
-		if held {
+		if loc.moving {
 			return nil, false, n.tryLater(h.SessionID)
 		}
 		return nil, false, notFound()
@@ -273,19 +279,18 @@ func (n *Node) sessionFor(h *frames.Hello) (*Session, bool, *frames.Error) {
 		}
 		return s, true, nil
 	}
-	s := n.session(h.SessionID)
-	var held bool
-	if s == nil {
-		s, held = n.claim("", h.SessionID)
-	}
+	loc = n.takeBack(loc, "")
+	s := loc.session
 	var tenant string
 	var joinHash, callerHash [32]byte
 	var ended, exists bool
-	if s != nil {
+	switch {
+	case loc.place == placeHere:
 		tenant, joinHash, callerHash, exists = s.tenant, s.joinHash, s.callerHash, true
-	} else if e := n.endedInfo(h.SessionID); e != nil {
+	case loc.place == placeEnded:
+		e := loc.ended
 		tenant, joinHash, callerHash, ended, exists = e.tenant, e.joinHash, e.callerHash, true, true
-	} else if held {
+	case loc.moving:
 		return nil, false, n.tryLater(h.SessionID)
 	}
 	if !exists && !n.storeReachable() {
@@ -493,7 +498,7 @@ func (s *Session) welcomeConfirmed(c *Client) {
 	_ = s.saveJournal()
 }
 
-// tryLater answers a hello for a session this node could not claim yet (Node.claim): another
+// tryLater answers a hello for a session this node could not take yet (takeBack): another
 // node's lease still runs (moving), or the store did not answer.
 func (n *Node) tryLater(id string) *frames.Error {
 	if !n.storeReachable() {
@@ -502,12 +507,9 @@ func (n *Node) tryLater(id string) *frames.Error {
 	return moving(id)
 }
 
-// storeReachable reports whether the node's store answers a ping now (always, for a store
-// the node does not share: memory).
+// storeReachable reports whether the node's store answers a ping now (the memory store always
+// does).
 func (n *Node) storeReachable() bool {
-	if n.dir == nil {
-		return true
-	}
 	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 	defer cancel()
 	return n.store.Ping(ctx) == nil

@@ -9,8 +9,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
-	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // edgeConn is, on the node a client connected to, a connection whose session another node
@@ -28,34 +28,19 @@ type edgeConn struct {
 	got     atomic.Int64 // the number of the last message from the holder
 }
 
-// relayHello makes tr the edge of a connection to a session another live node holds, and
-// forwards its hello there. It returns nil when this node should answer the hello itself (the
-// session is here, parked — then it is taken back — or unknown), and refused when it answered
-// it already (the holder could not be reached: a retryable error).
-func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte) (e *edgeConn, refused bool) {
-	if n.dir == nil || h.SessionID == "" || n.session(h.SessionID) != nil || n.endedInfo(h.SessionID) != nil {
-		return nil, false
-	}
-	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
-	defer cancel()
-	holder, _, err := n.dir.SessionHolder(ctx, h.SessionID)
-	if err != nil {
-		n.log.Warn("broker: looking up a session's node", "session", h.SessionID, "err", err)
-		return nil, false
-	}
-	if holder == "" || holder == n.addr {
-		return nil, false // nobody holds it: parked, or journaled by a node that died (sessionFor takes it)
-	}
-	if alive, err := n.dir.NodesAlive(ctx, []string{holder}); err != nil || !alive[holder] {
-		return nil, false // it died holding the session (its hold has not run out yet)
-	}
+// relayHello makes tr the edge of a connection to a session another live node holds (loc, as
+// locate found it), and forwards its hello there. It returns nil when this node should answer
+// the hello itself (the holder's inbox does not listen: it died holding the session), and
+// refused when it answered it already (the holder could not be reached: a retryable error).
+func (n *Node) relayHello(tr Transport, h *frames.Hello, data []byte, loc location) (e *edgeConn, refused bool) {
+	holder := loc.holder
 	e = &edgeConn{n: n, holder: holder, conn: "rl_" + randomID(16), session: h.SessionID, tr: tr}
 	n.relayMu.Lock()
 	n.edges[e.conn] = e
 	n.relayMu.Unlock()
 	e.sent = 1
 	if err := n.sendTo(holder, relayMsg{Op: opHello, Conn: e.conn, N: 1, Data: data}); err != nil {
-		if errors.Is(err, jobs.ErrNotListening) {
+		if errors.Is(err, cluster.ErrNotListening) {
 			e.forget()
 			return nil, false // it died holding the session: its lease runs out, and this node takes it
 		}
@@ -122,7 +107,7 @@ func (e *edgeConn) tellDropped() {
 	b.InitialInterval, b.MaxElapsedTime = 100*time.Millisecond, 30*time.Second
 	err := backoff.Retry(func() error {
 		err := e.n.sendTo(e.holder, relayMsg{Op: opDrop, Conn: e.conn})
-		if errors.Is(err, jobs.ErrNotListening) {
+		if errors.Is(err, cluster.ErrNotListening) {
 			return backoff.Permanent(err) // the holder is gone: its drops do not matter
 		}
 		return err

@@ -32,11 +32,9 @@ func (n *Node) Advertise(baseURL string) {
 	n.url.mu.Lock()
 	n.url.url = baseURL
 	n.url.mu.Unlock()
-	if n.dir != nil {
-		ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
-		defer cancel()
-		n.alive(ctx)
-	}
+	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
+	defer cancel()
+	n.alive(ctx)
 }
 
 // alive records the node alive, with its URL, for HoldTTL.
@@ -49,17 +47,22 @@ func (n *Node) alive(ctx context.Context) {
 }
 
 // ForwardHTTP passes r on to the node that holds sessionID, if that is another live node this
-// node can reach, and reports whether it did (the response is then written).
+// node can reach (locate.go), and reports whether it did (the response is then written).
 func (n *Node) ForwardHTTP(w http.ResponseWriter, r *http.Request, sessionID string) bool {
-	if n.dir == nil || sessionID == "" || r.Header.Get(ForwardedHeader) != "" || n.session(sessionID) != nil {
+	if sessionID == "" || r.Header.Get(ForwardedHeader) != "" {
 		return false
 	}
+	return n.forward(w, r, n.locate(r.Context(), sessionID))
+}
+
+// forward is ForwardHTTP for the session at loc.
+func (n *Node) forward(w http.ResponseWriter, r *http.Request, loc location) bool {
+	if loc.place != placeNode || r.Header.Get(ForwardedHeader) != "" {
+		return false
+	}
+	sessionID, holder := loc.id, loc.holder
 	ctx, cancel := context.WithTimeout(r.Context(), relayTimeout)
 	defer cancel()
-	holder, _, err := n.dir.SessionHolder(ctx, sessionID)
-	if err != nil || holder == "" || holder == n.addr {
-		return false
-	}
 	base, err := n.dir.NodeURL(ctx, holder)
 	if err != nil || base == "" {
 		return false

@@ -9,11 +9,11 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/cluster"
 )
 
 // Journal before send (SPEC 15: "journaled before any connection sees it"). On a store that
-// journals (jobs.SessionJournal), a frame that enters an outbox is held: no connection sees it
+// journals (cluster.Journal), a frame that enters an outbox is held: no connection sees it
 // until the journal has it. The frames an event of the session puts in its outboxes are written
 // at the end of the event (flushHeld), together with the text agent's state after the event,
 // in one atomic write — so the journal never shows a frame the agent state does not account for,
@@ -35,8 +35,13 @@ type heldFrame struct {
 	durable bool // the journal has it
 }
 
-// holding reports whether frames wait for the journal before they are sent.
-func (s *Session) holding() bool { return s.node.journal != nil && !s.unheld }
+// holding reports whether frames wait for the journal before they are sent: on a cluster that
+// outlives the node (cluster.Cluster.Durable), until the session ends. It is the one place the
+// broker asks what its cluster guarantees: a session that does not hold writes nothing to the
+// journal (saveJournal), so it has no lease to renew, nothing to take over and no frame for a
+// transition to journal (frameOut), and its frames go out at once — a node alone, on the
+// memory store, pays for no journal at all.
+func (s *Session) holding() bool { return s.node.store.Durable() && !s.unheld }
 
 // hold keeps a frame just pushed to sl's outbox until the journal has it (durable: it has).
 func (s *Session) hold(sl *Slot, seq int64, data []byte, durable bool) {
@@ -94,7 +99,7 @@ func (s *Session) flushHeld() {
 		if state != nil {
 			s.agentDirty = true // written with the next attempt
 		}
-		if errors.Is(err, jobs.ErrLeaseLost) {
+		if errors.Is(err, cluster.ErrLeaseLost) {
 			s.node.log.Warn("broker: another node took over a session this node held", "session", s.id)
 			s.letGo()
 			return
@@ -145,10 +150,10 @@ func (s *Session) writeHeld(state []byte) error {
 			return err
 		}
 	}
-	w := jobs.JournalWrite{AgentState: state, Max: s.node.cfg.Limits.OutboxFrames}
+	w := cluster.JournalWrite{AgentState: state, Max: s.node.cfg.Limits.OutboxFrames}
 	for _, h := range s.held {
 		if !h.durable {
-			w.Frames = append(w.Frames, jobs.JournalFrameWrite{Slot: h.sl.id, Seq: h.seq, Data: h.data, Replace: h.replace})
+			w.Frames = append(w.Frames, cluster.JournalFrameWrite{Slot: h.sl.id, Seq: h.seq, Data: h.data, Replace: h.replace})
 		}
 	}
 	err := s.node.journal.AppendFrames(ctx, s.node.addr, s.tenant, s.id, w)

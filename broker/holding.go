@@ -4,21 +4,18 @@ import (
 	"context"
 	"time"
 
-	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/cluster"
 )
 
-// Holding. With a shared store (jobs.NodeDirectory) a node records which sessions it holds and
-// that it is alive, both for Config.HoldTTL and renewed every third of it, so that another node
+// Holding. A node records in its cluster's directory (cluster.Directory) which sessions it
+// holds and that it is alive, both for Config.HoldTTL and renewed every third of it, so that another node
 // can relay a connection to it (edge.go) and can tell when it crashed.
 
 // hold records that this node holds session s (created or taken back here).
 func (n *Node) hold(s *Session) {
-	if n.dir == nil {
-		return
-	}
 	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
 	defer cancel()
-	if err := n.dir.HoldSessions(ctx, n.addr, []jobs.HeldSession{{ID: s.id, Tenant: s.tenant}}, n.cfg.HoldTTL); err != nil {
+	if err := n.dir.HoldSessions(ctx, n.addr, []cluster.HeldSession{{ID: s.id, Tenant: s.tenant}}, n.cfg.HoldTTL); err != nil {
 		n.log.Warn("broker: recording a session's node", "session", s.id, "err", err)
 	}
 }
@@ -26,9 +23,6 @@ func (n *Node) hold(s *Session) {
 // release records that this node no longer holds session id (ended or parked). It does not
 // wait for the store.
 func (n *Node) release(id string) {
-	if n.dir == nil {
-		return
-	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), relayTimeout)
 		defer cancel()
@@ -67,9 +61,9 @@ func every(ctx context.Context, d time.Duration, fn func()) {
 func (n *Node) renew(ctx context.Context) {
 	n.alive(ctx)
 	n.mu.Lock()
-	ids := make([]jobs.HeldSession, 0, len(n.sessions))
+	ids := make([]cluster.HeldSession, 0, len(n.sessions))
 	for id, s := range n.sessions {
-		ids = append(ids, jobs.HeldSession{ID: id, Tenant: s.tenant})
+		ids = append(ids, cluster.HeldSession{ID: id, Tenant: s.tenant})
 	}
 	closing := n.closing
 	n.mu.Unlock()

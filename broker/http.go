@@ -193,8 +193,8 @@ func NoSession(id string) *frames.Error {
 	return frames.Errorf(frames.CodeNotFound, "no session %q", id)
 }
 
-// AuthStatus is the HTTP status of an error AuthorizeSession returns: 404 for not_found, 503
-// for a session that is moving to another node (try again), 401 otherwise.
+// AuthStatus is the HTTP status of an error AuthorizeSession or TakeBack returns: 404 for
+// not_found, 503 for a session that is moving to another node (try again), 401 otherwise.
 func AuthStatus(e *frames.Error) int {
 	switch e.Code {
 	case frames.CodeNotFound:
@@ -206,37 +206,34 @@ func AuthStatus(e *frames.Error) int {
 }
 
 // AuthorizeSession checks token — an API key of the session's tenant, or the session's join
-// token — for the resources of session id (SPEC 3.1, 3.5). It returns the session's tenant and
-// whether the session is still live (an ended one is remembered for the retention period), or an
-// error frame: not_found (no such session, or one of another tenant: exactly alike, for an API
-// key), unauthorized (a wrong token, whether or not the session exists: SPEC 18), or a
-// retryable internal error while the session moves from a node that died.
+// token — for the resources of session id (SPEC 3.1, 3.5), where locate finds it; it only
+// authorizes (a session no live node holds is taken by TakeBack, first). It returns the
+// session's tenant and whether the session is still live (an ended one is remembered for the
+// retention period), or an error frame: not_found (no such session, or one of another tenant:
+// exactly alike, for an API key) or unauthorized (a wrong token, whether or not the session
+// exists: SPEC 18).
 func (n *Node) AuthorizeSession(id, token string) (tenant string, live bool, err *frames.Error) {
-	return n.authorizeSession(id, token, false)
+	return n.authorize(n.locate(n.ctx, id), token, false)
 }
 
 // AuthorizeSignaling is AuthorizeSession for the session's WebRTC signaling (the offer and the
 // hang-up), which the caller token reaches too (SPEC 3.1).
 func (n *Node) AuthorizeSignaling(id, token string) (tenant string, live bool, err *frames.Error) {
-	return n.authorizeSession(id, token, true)
+	return n.authorize(n.locate(n.ctx, id), token, true)
 }
 
-func (n *Node) authorizeSession(id, token string, callerToo bool) (tenant string, live bool, err *frames.Error) {
+// authorize is AuthorizeSession (callerToo: AuthorizeSignaling) for the session at loc.
+func (n *Node) authorize(loc location, token string, callerToo bool) (tenant string, live bool, err *frames.Error) {
+	id := loc.id
 	keyTenant, isKey := n.tenantOf(token)
 	var sTenant string
 	var joinHash, callerHash [32]byte
-	s := n.session(id)
-	if s == nil {
-		var held bool
-		// Parked by a node that stopped, or journaled by one that died: this node serves it now.
-		s, held = n.claim(keyTenant, id)
-		if held && !n.holderAlive(id) {
-			return "", false, moving(id) // its node died; a node takes it over within HoldTTL
-		}
-	}
-	if s != nil {
+	switch loc.place {
+	case placeHere:
+		s := loc.session
 		sTenant, joinHash, callerHash, live = s.tenant, s.joinHash, s.callerHash, true
-	} else if e := n.endedInfo(id); e != nil {
+	case placeEnded:
+		e := loc.ended
 		sTenant, joinHash, callerHash = e.tenant, e.joinHash, e.callerHash
 	}
 	hash := hashToken(token)
@@ -273,14 +270,10 @@ func (n *Node) HangUp(tenant, id string) bool {
 	return true
 }
 
-// heldElsewhere reports whether another node that shares the store holds tenant's session id
-// (a new session has no timeline entries yet).
-func (n *Node) heldElsewhere(ctx context.Context, tenant, id string) bool {
-	if n.dir == nil {
-		return false
-	}
-	node, t, err := n.dir.SessionHolder(ctx, id)
-	return err == nil && node != "" && t == tenant
+// heldElsewhere reports whether, as locate found it, another node of the cluster holds
+// tenant's session (a new session has no timeline entries yet).
+func (loc location) heldElsewhere(tenant string) bool {
+	return loc.holder != "" && loc.holderTenant == tenant
 }
 
 // timeline is GET /v1/sessions/{id}/timeline and its ?follow=1 stream (SPEC 16).
@@ -292,11 +285,17 @@ func (n *Node) heldElsewhere(ctx context.Context, tenant, id string) bool {
 // holds a session of that tenant with the id (it has no entries yet).
 func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if n.ForwardHTTP(w, r, id) {
+	loc := n.locate(r.Context(), id)
+	if n.forward(w, r, loc) {
 		return // another live node holds it: it answers (and checks a join token)
 	}
 	token := BearerToken(r)
-	tenant, _, e := n.AuthorizeSession(id, token)
+	// Parked by a node that stopped, or journaled by one that died: this node serves it now.
+	loc, e := n.takeBackFor(loc, token)
+	var tenant string
+	if e == nil {
+		tenant, _, e = n.authorize(loc, token, false)
+	}
 	remote := false
 	if e != nil && e.Code == frames.CodeNotFound {
 		if keyTenant, isKey := n.tenantOf(token); isKey {
@@ -312,7 +311,7 @@ func (n *Node) timeline(w http.ResponseWriter, r *http.Request) {
 		WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, "the store is not reachable; try again")
 		return
 	}
-	if remote && len(entries) == 0 && !n.heldElsewhere(r.Context(), tenant, id) {
+	if remote && len(entries) == 0 && !loc.heldElsewhere(tenant) {
 		e := NoSession(id)
 		WriteHTTPError(w, http.StatusNotFound, e.Code, e.Message)
 		return

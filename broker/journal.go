@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/backchannel-io/backchannel/broker/textagent"
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-// Journaling (SPEC 15: killing a node loses no job; its sessions resume on another node). With
-// a store that outlives the node (jobs.SessionJournal: Redis), a node keeps what only it holds
-// of each session in the store all the time, not only when it shuts down (park.go): the
+// Journaling (SPEC 15: killing a node loses no job; its sessions resume on another node). On a
+// cluster that outlives the node (cluster.Cluster.Durable: Redis), a node keeps what only it
+// holds of each session in the store all the time, not only when it shuts down (park.go): the
 // session's record — slots, declared tools, resume-token hashes, join-token hash — whenever it
 // changes, before the welcome or the reply that makes the change known; and every frame of every
 // outbox before any connection sees it, so that no client ever holds a seq the journal lacks.
@@ -43,9 +44,8 @@ const journalTimeout = 5 * time.Second
 // write that fails leaves the session unjournaled, to be written again before its next frames
 // (held.go); what the record makes known (a welcome's resume token) must wait for it.
 func (s *Session) saveJournal() error {
-	j := s.node.journal
-	if j == nil || s.ended {
-		return nil
+	if !s.holding() || s.ended {
+		return nil // the cluster does not outlive the node (held.go), or the session ended
 	}
 	st := s.snapshot(time.Now(), false)
 	data, err := json.Marshal(st)
@@ -58,12 +58,12 @@ func (s *Session) saveJournal() error {
 		slots = append(slots, st.Expired...)
 		ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
 		defer cancel()
-		err = j.SaveSession(ctx, s.node.addr, s.tenant, s.id, data, slots, s.node.cfg.HoldTTL)
+		err = s.node.journal.SaveSession(ctx, s.node.addr, s.tenant, s.id, data, slots, s.node.cfg.HoldTTL)
 		s.node.journalWrote(err)
 	}
 	if err != nil {
 		s.journaled.Store(false)
-		if errors.Is(err, jobs.ErrLeaseLost) {
+		if errors.Is(err, cluster.ErrLeaseLost) {
 			s.node.log.Warn("broker: another node took over a session this node held", "session", s.id)
 			s.post(s.letGo)
 		} else {
@@ -77,13 +77,12 @@ func (s *Session) saveJournal() error {
 
 // dropJournal deletes the session's journal: it ended, or it was parked.
 func (s *Session) dropJournal() {
-	j := s.node.journal
-	if j == nil || !s.journaled.Swap(false) {
+	if !s.journaled.Swap(false) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
 	defer cancel()
-	if err := j.DropSession(ctx, s.node.addr, s.tenant, s.id); err != nil {
+	if err := s.node.journal.DropSession(ctx, s.node.addr, s.tenant, s.id); err != nil {
 		s.node.log.Warn("broker: dropping a session's journal", "session", s.id, "err", err)
 	}
 }
@@ -91,9 +90,6 @@ func (s *Session) dropJournal() {
 // renewLeases renews the node's leases on its journaled sessions, one call per tenant, and lets
 // go of the sessions whose lease another node took.
 func (n *Node) renewLeases(ctx context.Context) {
-	if n.journal == nil {
-		return
-	}
 	byTenant := map[string][]string{}
 	n.mu.Lock()
 	for id, s := range n.sessions {
@@ -136,9 +132,6 @@ func (s *Session) letGo() {
 // sweepOrphans takes over the journaled sessions of the node's tenants whose lease ran out
 // (their node died): their clocks go on here, and their clients find them on this node.
 func (n *Node) sweepOrphans() {
-	if n.journal == nil {
-		return
-	}
 	for _, tenant := range n.cfg.tenants() {
 		ids, err := n.journal.Orphaned(n.ctx, tenant, time.Now())
 		if err != nil {
@@ -146,29 +139,23 @@ func (n *Node) sweepOrphans() {
 			continue
 		}
 		for _, id := range ids {
-			n.takeBack(tenant, id)
+			n.claim(tenant, id)
 		}
 	}
 }
 
 // takeOver takes a journaled session whose node died and returns it as a parked session, or
 // nil (held: another node's lease still runs, or the journal could not be read).
-func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedState, held bool) {
-	if n.journal == nil {
+func (n *Node) takeOver(tenant, id string) (p *cluster.ParkedSession, st *parkedState, held bool) {
+	if e := n.endedInfo(id); e != nil {
+		n.dropEnded(e, id)
 		return nil, nil, false
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
 	defer cancel()
-	if e := n.endedInfo(id); e != nil {
-		// It ended, and its journal outlived it (its node could not drop it): never revive it.
-		if err := n.journal.DropSession(ctx, "", e.tenant, id); err != nil {
-			n.log.Warn("broker: dropping an ended session's journal", "session", id, "err", err)
-		}
-		return nil, nil, false
-	}
 	js, err := n.journal.TakeOver(ctx, n.addr, tenant, id, n.cfg.HoldTTL)
 	if err != nil {
-		if errors.Is(err, jobs.ErrLeaseHeld) {
+		if errors.Is(err, cluster.ErrLeaseHeld) {
 			return nil, nil, true
 		}
 		if errors.Is(err, jobs.ErrNotFound) {
@@ -238,7 +225,17 @@ func (n *Node) takeOver(tenant, id string) (p *jobs.ParkedSession, st *parkedSta
 		}
 	}
 	st.Crashed = died.UnixMilli()
-	return &jobs.ParkedSession{Tenant: js.Tenant, SessionID: js.SessionID}, st, false
+	return &cluster.ParkedSession{Tenant: js.Tenant, SessionID: js.SessionID}, st, false
+}
+
+// dropEnded drops the journal of session id, which ended (e): if it outlived the session (its
+// node could not drop it), it is never revived.
+func (n *Node) dropEnded(e *endedSession, id string) {
+	ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
+	defer cancel()
+	if err := n.journal.DropSession(ctx, "", e.tenant, id); err != nil {
+		n.log.Warn("broker: dropping an ended session's journal", "session", id, "err", err)
+	}
 }
 
 // redispatch sends again, for a session taken over from a dead node, the tool_call of each
@@ -263,9 +260,6 @@ func (s *Session) redispatch(open []*jobs.Job) {
 
 // holderAlive reports whether a live node holds session id (false when the store cannot tell).
 func (n *Node) holderAlive(id string) bool {
-	if n.dir == nil {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
 	defer cancel()
 	holder, _, err := n.dir.SessionHolder(ctx, id)
@@ -281,7 +275,7 @@ func (n *Node) holderAlive(id string) bool {
 // the session is not journaled or earlier frames of the slot are not yet. render encodes the frame, seq included, from the operation's
 // outcome. Nothing may enter the slot's outbox between this and sendOut.
 func (s *Session) frameOut(sl *Slot, render func(seq int64, outcome any) []byte) *jobs.FrameOut {
-	if s.node.journal == nil || !s.journaled.Load() || s.heldFrom(sl) != 0 {
+	if !s.journaled.Load() || s.heldFrom(sl) != 0 {
 		// Not while frames of the slot wait for the journal (held.go): an outbox stream takes
 		// its seqs in order, so this one goes with them, at the event's end.
 		return nil

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/cluster"
 )
 
 // The health of the node's journal writes (SPEC 15: no frame is sent before the journal has
@@ -26,7 +26,7 @@ func (n *Node) journalWrote(err error) {
 		if n.journalFailingSince.Load() != 0 {
 			n.journalFailingSince.Store(0)
 		}
-	case errors.Is(err, jobs.ErrLeaseLost):
+	case errors.Is(err, cluster.ErrLeaseLost):
 	default:
 		n.metrics.journalErrors.Inc()
 		n.journalFailingSince.CompareAndSwap(0, n.now().UnixMilli())

@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/internal/redistest"
-	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/jobs/memstore"
 	"github.com/backchannel-io/backchannel/jobs/redisstore"
 )
@@ -21,10 +21,10 @@ func TestNodeStopsWhatItStarts(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	for _, c := range []struct {
 		name  string
-		store func(t *testing.T) jobs.Store
+		store func(t *testing.T) cluster.Store
 	}{
-		{"memory", func(*testing.T) jobs.Store { return memstore.New(nil) }},
-		{"redis", func(t *testing.T) jobs.Store {
+		{"memory", func(*testing.T) cluster.Store { return memstore.New(nil) }},
+		{"redis", func(t *testing.T) cluster.Store {
 			s, err := redisstore.New(redisstore.Options{Client: rdb, Prefix: prefix})
 			if err != nil {
 				t.Fatal(err)

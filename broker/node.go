@@ -15,15 +15,17 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // Node is one broker process: it owns the live parts of its sessions (slots, outboxes,
-// connections, text-agent state) and runs jobs through a jobs.Engine over a shared store.
+// connections, text-agent state) and runs jobs through a jobs.Engine over a store that is also
+// its cluster (a node alone is a cluster of one).
 type Node struct {
 	cfg    Config
 	log    *slog.Logger
-	store  jobs.Store
+	store  cluster.Store
 	engine *jobs.Engine
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -45,10 +47,13 @@ type Node struct {
 	metrics   *metrics
 	relaying  atomic.Bool // subscribed to the changes other nodes relay
 
-	// Relayed connections (remote.go, edge.go), when the store is shared.
-	addr    string              // this node's address among the nodes: NodeID plus a random suffix
-	dir     jobs.NodeDirectory  // nil when the store is not shared
-	journal jobs.SessionJournal // nil when the store does not outlive the node (journal.go)
+	// The cluster (the store's): its directory, journal, parking and change relay.
+	addr    string            // this node's address among the nodes: NodeID plus a random suffix
+	dir     cluster.Directory // holders, live nodes, inboxes (holding.go, remote.go, edge.go)
+	journal cluster.Journal   // the sessions' journal (journal.go; held.go says when it is written)
+	parking cluster.Parking   // parked sessions (park.go)
+	changes cluster.ChangeRelay
+	// Relayed connections (remote.go, edge.go).
 	relayMu sync.Mutex
 	remotes map[string]*remoteConn // held here, their edge elsewhere; by edge/conn
 	// endedRemotes are remotes that ended within endedLinkKeep (relaycheck.go); by edge/conn
@@ -69,8 +74,9 @@ type endedSession struct {
 	at           time.Time
 }
 
-// NewNode returns a node over store. Run must be called to fire job deadlines.
-func NewNode(cfg Config, store jobs.Store) *Node {
+// NewNode returns a node over store, which is also the node's cluster. Run must be called to
+// fire job deadlines.
+func NewNode(cfg Config, store cluster.Store) *Node {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
@@ -89,10 +95,7 @@ func NewNode(cfg Config, store jobs.Store) *Node {
 		edges:        make(map[string]*edgeConn),
 	}
 	n.addr = cfg.NodeID + "." + randomID(8)
-	n.dir, _ = store.(jobs.NodeDirectory)
-	if n.dir != nil {
-		n.journal, _ = store.(jobs.SessionJournal)
-	}
+	n.dir, n.journal, n.parking, n.changes = store, store, store, store
 	n.engine = jobs.NewEngine(store, engineOptions(&n.cfg, n.onChange))
 	return n
 }
@@ -123,18 +126,12 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	})
 	loop(n.sweepEnded)
-	if r, ok := n.store.(jobs.ChangeRelay); ok {
-		loop(func(ctx context.Context) { n.subscribeChanges(ctx, r) })
-		loop(func(ctx context.Context) { every(ctx, overdueSweep, n.sweepOverdueAll) })
-	}
-	if n.dir != nil {
-		loop(n.listen)
-		loop(n.holdEvery)
-		loop(func(ctx context.Context) { every(ctx, relayCheck, n.pingRelays) })
-	}
-	if _, ok := n.store.(jobs.SessionParking); ok {
-		loop(func(ctx context.Context) { every(ctx, parkedSweep, func() { n.sweepParked(); n.sweepOrphans() }) })
-	}
+	loop(n.subscribeChanges)
+	loop(func(ctx context.Context) { every(ctx, overdueSweep, n.sweepOverdueAll) })
+	loop(n.listen)
+	loop(n.holdEvery)
+	loop(func(ctx context.Context) { every(ctx, relayCheck, n.pingRelays) })
+	loop(func(ctx context.Context) { every(ctx, parkedSweep, func() { n.sweepParked(); n.sweepOrphans() }) })
 	err := n.engine.Run(ctx)
 	if errors.Is(err, context.Canceled) {
 		return nil
@@ -181,13 +178,13 @@ func (n *Node) session(id string) *Session {
 	return n.sessions[id]
 }
 
-// endedInfo returns what is remembered of an ended session, or nil: by this node, or, with a
-// shared store, by the node that ended it.
+// endedInfo returns what is remembered of an ended session, or nil: by this node, or by the
+// node of the cluster that ended it.
 func (n *Node) endedInfo(id string) *endedSession {
 	n.mu.Lock()
 	e := n.ended[id]
 	n.mu.Unlock()
-	if e != nil || n.dir == nil {
+	if e != nil {
 		return e
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, relayTimeout)
@@ -225,12 +222,8 @@ type endedRecord struct {
 	AtMS       int64    `json:"at_ms"`
 }
 
-// recordEnded tells the nodes sharing the store that session id ended, for the retention
-// period.
+// recordEnded tells the nodes of the cluster that session id ended, for the retention period.
 func (n *Node) recordEnded(id string, e *endedSession) {
-	if n.dir == nil {
-		return
-	}
 	rec := endedRecord{Tenant: e.tenant, JoinHash: e.joinHash[:], CallerHash: e.callerHash[:], AtMS: e.at.UnixMilli()}
 	for s := range e.expiredSlots {
 		rec.Expired = append(rec.Expired, s)
@@ -335,26 +328,24 @@ func (n *Node) onChange(c jobs.Change) {
 	if n.deliver(c) {
 		return
 	}
-	if r, ok := n.store.(jobs.ChangeRelay); ok {
-		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
-		defer cancel()
-		if err := r.PublishChange(ctx, c); err != nil {
-			n.log.Warn("broker: relaying a job change to another node; trying again", "call_id", c.Job.CallID, "event", c.Event, "err", err)
-			go n.republish(r, c)
-		}
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
+	defer cancel()
+	if err := n.changes.PublishChange(ctx, c); err != nil {
+		n.log.Warn("broker: relaying a job change to another node; trying again", "call_id", c.Job.CallID, "event", c.Event, "err", err)
+		go n.republish(c)
 	}
 }
 
 // republish tries again, with backoff for up to 10 s, to relay a change the store refused (a
 // Redis restart); the session's node also finds an ended job's end by itself once it is
 // overdue (sweepOverdue), or when its subscription dropped (reconcile).
-func (n *Node) republish(r jobs.ChangeRelay, c jobs.Change) {
+func (n *Node) republish(c jobs.Change) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxElapsedTime = 100*time.Millisecond, 10*time.Second
 	err := backoff.Retry(func() error {
 		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Second)
 		defer cancel()
-		return r.PublishChange(ctx, c)
+		return n.changes.PublishChange(ctx, c)
 	}, backoff.WithContext(b, n.ctx))
 	if err != nil && n.ctx.Err() == nil {
 		n.log.Warn("broker: a job change was not relayed to another node", "call_id", c.Job.CallID, "event", c.Event, "err", err)
@@ -373,9 +364,9 @@ func (n *Node) deliver(c jobs.Change) bool {
 
 // subscribeChanges subscribes to the changes other nodes relay, trying again every second
 // while the store cannot be reached (go-redis keeps a subscription in place by itself).
-func (n *Node) subscribeChanges(ctx context.Context, r jobs.ChangeRelay) {
+func (n *Node) subscribeChanges(ctx context.Context) {
 	n.untilDone(ctx, "subscribing to the job changes of other nodes", func() error {
-		return r.SubscribeChanges(ctx, n.relayed, n.reconcileAll)
+		return n.changes.SubscribeChanges(ctx, n.relayed, n.reconcileAll)
 	}, &n.relaying)
 }
 
@@ -398,15 +389,15 @@ func (n *Node) untilDone(ctx context.Context, what string, fn func() error, done
 
 // Relaying reports whether the node receives the job changes and the relayed connections of
 // other nodes (SPEC 15).
-func (n *Node) Relaying() bool { return n.relaying.Load() && (n.dir == nil || n.inboxUp.Load()) }
+func (n *Node) Relaying() bool { return n.relaying.Load() && n.inboxUp.Load() }
 
 // relayed takes a change another node relayed: the session's node handles it; every other node
 // (the sender among them) drops it.
 func (n *Node) relayed(c jobs.Change) { n.deliver(c) }
 
 // Shutdown stops the node. With end set (the memory store) it ends every session first
-// (SPEC 3.6: reason ended); otherwise it closes every connection with 1012 and leaves sessions
-// and jobs to live on in the shared store. It returns when every session has been handled or
+// (SPEC 3.6: reason ended); otherwise it parks every session for another node of the cluster
+// (park.go: its connections are closed with 1012, it and its jobs live on). It returns when every session has been handled or
 // ctx ends.
 func (n *Node) Shutdown(ctx context.Context, end bool) error {
 	n.mu.Lock()
@@ -424,11 +415,7 @@ func (n *Node) Shutdown(ctx context.Context, end bool) error {
 			if !s.mb.post(func() { s.end(endEnded); done() }, false) {
 				done()
 			}
-		} else if pk, ok := n.store.(jobs.SessionParking); ok {
-			if !s.mb.post(func() { s.park(pk); done() }, false) {
-				done()
-			}
-		} else if !s.mb.post(func() { s.detachAll(StatusServiceRestart, "service restart"); done() }, false) {
+		} else if !s.mb.post(func() { s.park(); done() }, false) {
 			done()
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/backchannel-io/backchannel/broker/model"
 	"github.com/backchannel-io/backchannel/broker/textagent"
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/narration"
@@ -19,13 +20,13 @@ import (
 // Parking. A node that shuts down with a store shared by several nodes closes its connections
 // with 1012 and leaves its sessions to live on (SPEC 18). It writes what only it held of each
 // session — slots with their tools, resume-token hashes, outboxes and seq counters, the join
-// token's hash, completions not yet voiced — to the store (jobs.SessionParking), and the next
+// token's hash, completions not yet voiced — to the store (cluster.Parking), and the next
 // node that hears of the session takes it back, exactly once: a hello naming it (a resume
 // above all, SPEC 10: resume works on any node that shares the store), its timeline, or the end
 // of its resume window, found by any node's sweep. Jobs, handles, deadlines and timelines were
 // in the store all along.
 
-// parkedState is a session's encoding in jobs.ParkedSession.State.
+// parkedState is a session's encoding in cluster.ParkedSession.State.
 type parkedState struct {
 	JoinHash    []byte                   `json:"join_hash"`
 	CallerHash  []byte                   `json:"caller_hash,omitempty"`
@@ -150,13 +151,13 @@ func (s *Session) snapshot(now time.Time, full bool) parkedState {
 
 // park writes the session's state for another node and closes its connections with 1012
 // (SPEC 18). It runs on the session's loop, as its last event on this node.
-func (s *Session) park(store jobs.SessionParking) {
+func (s *Session) park() {
 	now := time.Now()
 	st := s.snapshot(now, true)
 	s.detachAll(StatusServiceRestart, "service restart")
 	data, err := json.Marshal(st)
 	if err == nil {
-		err = store.ParkSession(s.ctx(), jobs.ParkedSession{Tenant: s.tenant, SessionID: s.id,
+		err = s.node.parking.ParkSession(s.ctx(), cluster.ParkedSession{Tenant: s.tenant, SessionID: s.id,
 			ExpiresMS: now.Add(s.node.cfg.ResumeWindow).UnixMilli(), State: data}, s.engine().Retention())
 	}
 	if err != nil {
@@ -164,10 +165,8 @@ func (s *Session) park(store jobs.SessionParking) {
 		return
 	}
 	s.dropJournal()
-	if d := s.node.dir; d != nil {
-		if err := d.ReleaseSession(s.ctx(), s.node.addr, s.id); err != nil {
-			s.node.log.Warn("broker: releasing a parked session", "session", s.id, "err", err)
-		}
+	if err := s.node.dir.ReleaseSession(s.ctx(), s.node.addr, s.id); err != nil {
+		s.node.log.Warn("broker: releasing a parked session", "session", s.id, "err", err)
 	}
 	s.node.log.Info("broker: session parked for another node", "session", s.id, "slots", len(st.Slots))
 }
@@ -205,22 +204,14 @@ func (v *voice) parkCompletions() []parkedCompletion {
 	return out
 }
 
-// takeBack takes a session no live node holds and makes it live on this node: a parked one, or
+// claim takes a session no live node holds and makes it live on this node: a parked one, or
 // one journaled by a node that died (journal.go). It returns nil when the store holds neither of
-// that id (tenant may be "": unknown), or another node holds it.
-func (n *Node) takeBack(tenant, id string) *Session {
-	s, _ := n.claim(tenant, id)
-	return s
-}
-
-// claim is takeBack that also reports whether the client should try again later: another
-// node's lease on the session still runs (its node may have died: then the session is free
-// once the lease runs out), or the store could not be read (the session may well exist).
+// that id (tenant may be "": unknown), or another node holds it, and reports whether the client
+// should try again later: another node's lease on the session still runs (its node may have
+// died: then the session is free once the lease runs out), or the store could not be read (the
+// session may well exist). Entry points call it through takeBack (locate.go), the sweeps
+// directly.
 func (n *Node) claim(tenant, id string) (*Session, bool) {
-	pk, ok := n.store.(jobs.SessionParking)
-	if !ok {
-		return nil, false
-	}
 	n.takeMu.Lock() // two hellos for one parked session: the second finds the first's session
 	defer n.takeMu.Unlock()
 	if s := n.session(id); s != nil {
@@ -233,7 +224,7 @@ func (n *Node) claim(tenant, id string) (*Session, bool) {
 		return nil, false
 	}
 	var st *parkedState
-	p, err := pk.TakeParked(n.ctx, tenant, id)
+	p, err := n.parking.TakeParked(n.ctx, tenant, id)
 	switch {
 	case err == nil:
 		st = &parkedState{}
@@ -241,15 +232,13 @@ func (n *Node) claim(tenant, id string) (*Session, bool) {
 			n.log.Error("broker: decoding a parked session", "session", id, "err", err)
 			return nil, false
 		}
-		if n.journal != nil {
-			// The parking node's journal may outlive its park (it drops it after parking): this
-			// node journals the session afresh, its outboxes from the parked state's seqs.
-			ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
-			if err := n.journal.DropSession(ctx, "", p.Tenant, id); err != nil {
-				n.log.Warn("broker: dropping the journal of a parked session", "session", id, "err", err)
-			}
-			cancel()
+		// The parking node's journal may outlive its park (it drops it after parking): this
+		// node journals the session afresh, its outboxes from the parked state's seqs.
+		ctx, cancel := context.WithTimeout(n.ctx, journalTimeout)
+		if err := n.journal.DropSession(ctx, "", p.Tenant, id); err != nil {
+			n.log.Warn("broker: dropping the journal of a parked session", "session", id, "err", err)
 		}
+		cancel()
 	case errors.Is(err, jobs.ErrNotFound):
 		var held bool
 		if p, st, held = n.takeOver(tenant, id); p == nil {
@@ -274,7 +263,7 @@ func (n *Node) claim(tenant, id string) (*Session, bool) {
 }
 
 // restore rebuilds a parked session's structure; takenBack then starts its clocks.
-func (n *Node) restore(p *jobs.ParkedSession, st *parkedState) *Session {
+func (n *Node) restore(p *cluster.ParkedSession, st *parkedState) *Session {
 	s := sessionOf(n, p.SessionID, p.Tenant, time.UnixMilli(st.CreatedMS))
 	s.modelCfg, s.orders = st.Model, st.Orders
 	copy(s.joinHash[:], st.JoinHash)
@@ -469,18 +458,14 @@ const parkedSweep = time.Second
 // nobody back (SPEC 10: resume_expired, their jobs cancelled with reason discard), whichever
 // node finds them first.
 func (n *Node) sweepParked() {
-	pk, ok := n.store.(jobs.SessionParking)
-	if !ok {
-		return
-	}
 	for _, tenant := range n.cfg.tenants() {
-		ids, err := pk.DueParked(n.ctx, tenant, time.Now())
+		ids, err := n.parking.DueParked(n.ctx, tenant, time.Now())
 		if err != nil {
 			n.log.Warn("broker: listing parked sessions", "tenant", tenant, "err", err)
 			continue
 		}
 		for _, id := range ids {
-			if s := n.takeBack(tenant, id); s != nil {
+			if s, _ := n.claim(tenant, id); s != nil {
 				s.post(func() {
 					if !s.attached() {
 						s.end(endResumeExpired)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/cluster"
 )
 
 // TestDurableStateRoundTrip: a session's durable state — what parking and the journal write
@@ -42,7 +42,7 @@ func TestDurableStateRoundTrip(t *testing.T) {
 	if len(st.Slots) != 2 || len(st.CallSeq) != 1 || st.Text == nil || len(st.Open) != 1 {
 		t.Fatalf("the snapshot lacks what the test made: %s", first)
 	}
-	again := n.restore(&jobs.ParkedSession{Tenant: s.tenant, SessionID: s.id}, &st)
+	again := n.restore(&cluster.ParkedSession{Tenant: s.tenant, SessionID: s.id}, &st)
 	if second := encode(again.snapshot(now, true)); !bytes.Equal(first, second) {
 		t.Errorf("the rebuilt session's state differs:\n  %s\nvs %s", first, second)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs/memstore"
 
@@ -84,7 +85,7 @@ func TestTakeoverSendsNoSecondToolCancel(t *testing.T) {
 }
 
 // takeOverWhenFree takes session id over once the dead holder's lease ran out.
-func (n *Node) takeOverWhenFree(t *testing.T, id string) (p *jobs.ParkedSession, st *parkedState) {
+func (n *Node) takeOverWhenFree(t *testing.T, id string) (p *cluster.ParkedSession, st *parkedState) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		p, st, held := n.takeOver("tenant-t", id)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/jobs/memstore"
@@ -139,7 +140,7 @@ func edgeOfElsewhere(t *testing.T) (holder *peer, tc *closingConn, hello relayMs
 	if err := store.NodeAlive(ctx, "holder-x", "", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.HoldSessions(ctx, "holder-x", []jobs.HeldSession{{ID: "sess_elsewhere", Tenant: "tenant-t"}}, time.Minute); err != nil {
+	if err := store.HoldSessions(ctx, "holder-x", []cluster.HeldSession{{ID: "sess_elsewhere", Tenant: "tenant-t"}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	tc = &closingConn{testConn: testConn{t: t, frames: make(chan map[string]any, 64)}, closed: make(chan int, 1)}
@@ -326,7 +327,7 @@ func TestRelayedHelloTheHolderCannotGet(t *testing.T) {
 	if err := mem.NodeAlive(ctx, "holder-x", "", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := mem.HoldSessions(ctx, "holder-x", []jobs.HeldSession{{ID: "sess_elsewhere", Tenant: "tenant-t"}}, time.Minute); err != nil {
+	if err := mem.HoldSessions(ctx, "holder-x", []cluster.HeldSession{{ID: "sess_elsewhere", Tenant: "tenant-t"}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	tc := &testConn{t: t, frames: make(chan map[string]any, 8)}

@@ -13,7 +13,7 @@ import (
 // Connections relayed between nodes (SPEC 15: other nodes relay a session's frames through
 // Redis pub/sub). A node that gets a hello for a session another live node holds becomes the
 // connection's edge (edge.go): it forwards the connection's messages, hello first, to the
-// holder's inbox (jobs.NodeDirectory), and writes what the holder sends back. On the holder the
+// holder's inbox (cluster.Directory), and writes what the holder sends back. On the holder the
 // connection is a remoteConn: a Transport whose frames go to the edge's inbox, and a Client fed
 // by the forwarded messages — the session cannot tell it from a local connection.
 

@@ -5,8 +5,8 @@ package jobs
 // inside the same script as the transition"): the tool_call of a new job (NewCall.Frame) and
 // the tool_deferred_ack of an accepted defer (Engine.DeferWithFrame). The caller sets Slot, Seq
 // and Max and Render; the engine renders Data when it builds the transition and sets Applied
-// once the store applied a transition carrying it. Stores that keep no outboxes (those that do
-// not implement SessionJournal) ignore it.
+// once the store applied a transition carrying it, into the outbox its session's journal keeps
+// (cluster.Journal, which the broker's store implements too).
 type FrameOut struct {
 	Slot string
 	Seq  int64

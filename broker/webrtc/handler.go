@@ -62,6 +62,7 @@ type Handler struct {
 	mux  ice.UDPMux // the single UDP port, when configured
 	// The broker hooks of hooks.go, when the node has them.
 	authorizer sessionAuthorizer
+	taker      sessionTaker
 	hangUpper  hangUpper
 
 	mu    sync.Mutex
@@ -95,6 +96,7 @@ func NewHandler(node *broker.Node, opts Options) (*Handler, error) {
 	h := &Handler{node: node, opts: opts, log: opts.Logger, api: api, mux: mux,
 		peers: make(map[string]*peer)}
 	h.authorizer, _ = any(node).(sessionAuthorizer)
+	h.taker, _ = any(node).(sessionTaker)
 	h.hangUpper, _ = any(node).(hangUpper)
 	return h, nil
 }

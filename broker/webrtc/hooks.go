@@ -7,7 +7,7 @@ import (
 	"github.com/backchannel-io/backchannel/frames"
 )
 
-// The two broker hooks this transport needs; *broker.Node satisfies them (tests may stand in).
+// The broker hooks this transport needs; *broker.Node satisfies them (tests may stand in).
 
 // sessionAuthorizer authenticates a request for a resource of a session.
 type sessionAuthorizer interface {
@@ -17,6 +17,15 @@ type sessionAuthorizer interface {
 	// remembered for the retention period), or an error frame: not_found (HTTP 404: no such
 	// session, or one of another tenant, for an API key) or unauthorized (HTTP 401).
 	AuthorizeSignaling(id, token string) (tenant string, live bool, err *frames.Error)
+}
+
+// sessionTaker takes a session no live node holds for this node, before its authorization.
+type sessionTaker interface {
+	// TakeBack takes session id for this node when no live node holds it — parked by a node
+	// that shut down, or journaled by one that died (SPEC 15) — with the tenant of token when
+	// it is an API key. It returns a retryable internal error (HTTP 503) while the session
+	// moves from a node that died, nil otherwise.
+	TakeBack(id, token string) *frames.Error
 }
 
 // hangUpper ends a session because its caller hung up.
@@ -35,9 +44,15 @@ type authorization struct {
 	err    *frames.Error
 }
 
-// authorize checks the bearer token of r for session id.
+// authorize checks the bearer token of r for session id, once the session is where it can be
+// served: a session no live node holds is taken first (TakeBack), an explicit step of its own.
 func (h *Handler) authorize(r *http.Request, id string) authorization {
 	token := broker.BearerToken(r)
+	if h.taker != nil {
+		if e := h.taker.TakeBack(id, token); e != nil {
+			return authorization{status: broker.AuthStatus(e), err: e}
+		}
+	}
 	if h.authorizer != nil {
 		tenant, live, e := h.authorizer.AuthorizeSignaling(id, token)
 		if e != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backchannel-io/backchannel/broker"
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/internal/brokertest"
 	"github.com/backchannel-io/backchannel/jobs"
@@ -153,11 +154,11 @@ func TestKilledNodesSessionExpires(t *testing.T) {
 	// The node that ended it drops its journal (nothing left to take over, nothing leaked) —
 	// after the session_end entry: while it holds the lease, TakeOver is refused as held.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		_, err := b.Store.(jobs.SessionJournal).TakeOver(context.Background(), "another-node", "", s.sid, time.Second)
+		_, err := b.Store.TakeOver(context.Background(), "another-node", "", s.sid, time.Second)
 		if errors.Is(err, jobs.ErrNotFound) {
 			break
 		}
-		if !errors.Is(err, jobs.ErrLeaseHeld) || time.Now().After(deadline) {
+		if !errors.Is(err, cluster.ErrLeaseHeld) || time.Now().After(deadline) {
 			t.Errorf("the journal of a session that ended: TakeOver %v, want ErrNotFound", err)
 			break
 		}
@@ -236,7 +237,7 @@ func TestNodeThatLostItsLeaseLetsGo(t *testing.T) {
 	if h.IsClosed() || s.agent.IsClosed() {
 		t.Fatalf("node A lost its session while it was alive and renewing (host closed %v, agent closed %v)", h.IsClosed(), s.agent.IsClosed())
 	}
-	if _, err := b.Store.(jobs.SessionJournal).TakeOver(context.Background(), "another-node", brokertest.TenantA, s.sid, ttl); !errors.Is(err, jobs.ErrLeaseHeld) {
+	if _, err := b.Store.TakeOver(context.Background(), "another-node", brokertest.TenantA, s.sid, ttl); !errors.Is(err, cluster.ErrLeaseHeld) {
 		t.Fatalf("a takeover while node A renews its lease: %v, want ErrLeaseHeld", err)
 	}
 
@@ -285,7 +286,7 @@ func TestEndedSessionIsNeverRevived(t *testing.T) {
 	}
 	s.agent.Send(map[string]any{"type": "session.end", "id": nextID("end-")})
 	s.agent.Expect("session.ended")
-	j := b.Store.(jobs.SessionJournal)
+	j := b.Store
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) { // node A drops it after session.ended
 		if _, err := j.TakeOver(ctx, "probe", brokertest.TenantA, s.sid, time.Millisecond); errors.Is(err, jobs.ErrNotFound) {
 			break

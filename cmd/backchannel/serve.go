@@ -27,7 +27,7 @@ import (
 	"github.com/backchannel-io/backchannel/broker/model/scripted"
 	bcwebrtc "github.com/backchannel-io/backchannel/broker/webrtc"
 	"github.com/backchannel-io/backchannel/broker/ws"
-	"github.com/backchannel-io/backchannel/jobs"
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs/memstore"
 	"github.com/backchannel-io/backchannel/jobs/redisstore"
 	"github.com/backchannel-io/backchannel/permissions"
@@ -296,7 +296,7 @@ func serve(args []string) error {
 		keys = map[string]string{"dev": "dev"}
 		fmt.Println("backchannel: no --api-keys given; on loopback, tenant dev has the API key dev")
 	}
-	var store jobs.Store
+	var store cluster.Store
 	var closeStore func()
 	switch c.store {
 	case "memory":

@@ -14,8 +14,8 @@ import (
 
 	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/broker/ws"
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/internal/redistest"
-	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/jobs/memstore"
 	"github.com/backchannel-io/backchannel/jobs/redisstore"
 )
@@ -64,7 +64,7 @@ type Broker struct {
 	WSURL string // ws://127.0.0.1:PORT/v1/ws
 	Addr  string
 	Node  *broker.Node
-	Store jobs.Store
+	Store cluster.Store
 	srv   *http.Server
 	wsh   *ws.Handler
 	stop  context.CancelFunc

@@ -6,12 +6,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-var _ jobs.NodeDirectory = (*Store)(nil)
+var _ cluster.Directory = (*Store)(nil)
 
-// directory is the memory store's jobs.NodeDirectory, for nodes in one process.
+// directory is the memory store's cluster.Directory, for nodes in one process.
 type directory struct {
 	mu      sync.Mutex
 	holders map[string]lease // session id → holder
@@ -56,8 +57,8 @@ func (d *directory) init() {
 	}
 }
 
-// HoldSessions implements jobs.NodeDirectory.
-func (s *Store) HoldSessions(ctx context.Context, node string, sessions []jobs.HeldSession, ttl time.Duration) error {
+// HoldSessions implements cluster.Directory.
+func (s *Store) HoldSessions(ctx context.Context, node string, sessions []cluster.HeldSession, ttl time.Duration) error {
 	d, err := s.lockDir(ctx)
 	if err != nil {
 		return err
@@ -70,7 +71,7 @@ func (s *Store) HoldSessions(ctx context.Context, node string, sessions []jobs.H
 	return nil
 }
 
-// ReleaseSession implements jobs.NodeDirectory.
+// ReleaseSession implements cluster.Directory.
 func (s *Store) ReleaseSession(ctx context.Context, node, id string) error {
 	d, err := s.lockDir(ctx)
 	if err != nil {
@@ -83,7 +84,7 @@ func (s *Store) ReleaseSession(ctx context.Context, node, id string) error {
 	return nil
 }
 
-// SessionHolder implements jobs.NodeDirectory.
+// SessionHolder implements cluster.Directory.
 func (s *Store) SessionHolder(ctx context.Context, id string) (string, string, error) {
 	d, err := s.lockDir(ctx)
 	if err != nil {
@@ -97,7 +98,7 @@ func (s *Store) SessionHolder(ctx context.Context, id string) (string, string, e
 	return l.node, l.tenant, nil
 }
 
-// NodeAlive implements jobs.NodeDirectory.
+// NodeAlive implements cluster.Directory.
 func (s *Store) NodeAlive(ctx context.Context, node, url string, ttl time.Duration) error {
 	d, err := s.lockDir(ctx)
 	if err != nil {
@@ -108,7 +109,7 @@ func (s *Store) NodeAlive(ctx context.Context, node, url string, ttl time.Durati
 	return nil
 }
 
-// NodesAlive implements jobs.NodeDirectory.
+// NodesAlive implements cluster.Directory.
 func (s *Store) NodesAlive(ctx context.Context, nodes []string) (map[string]bool, error) {
 	d, err := s.lockDir(ctx)
 	if err != nil {
@@ -123,7 +124,7 @@ func (s *Store) NodesAlive(ctx context.Context, nodes []string) (map[string]bool
 	return out, nil
 }
 
-// NodeURL implements jobs.NodeDirectory.
+// NodeURL implements cluster.Directory.
 func (s *Store) NodeURL(ctx context.Context, node string) (string, error) {
 	d, err := s.lockDir(ctx)
 	if err != nil {
@@ -137,7 +138,7 @@ func (s *Store) NodeURL(ctx context.Context, node string) (string, error) {
 	return a.url, nil
 }
 
-// SendToNode implements jobs.NodeDirectory. An inbox 4096 messages behind misses the message
+// SendToNode implements cluster.Directory. An inbox 4096 messages behind misses the message
 // (and its node hears it lost one).
 func (s *Store) SendToNode(ctx context.Context, node string, msg []byte) error {
 	d, err := s.lockDir(ctx)
@@ -146,7 +147,7 @@ func (s *Store) SendToNode(ctx context.Context, node string, msg []byte) error {
 	}
 	defer d.mu.Unlock()
 	if len(d.inboxes[node]) == 0 {
-		return jobs.ErrNotListening
+		return cluster.ErrNotListening
 	}
 	for _, in := range d.inboxes[node] {
 		select {
@@ -167,7 +168,7 @@ type inbox struct {
 	lost chan struct{} // a message was missed
 }
 
-// NodeInbox implements jobs.NodeDirectory.
+// NodeInbox implements cluster.Directory.
 func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte), lost func()) error {
 	in := &inbox{ch: make(chan []byte, 4096), lost: make(chan struct{}, 1)}
 	d := &s.dir
@@ -195,7 +196,7 @@ func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte), los
 	return nil
 }
 
-// RecordEnded implements jobs.NodeDirectory.
+// RecordEnded implements cluster.Directory.
 func (s *Store) RecordEnded(ctx context.Context, id string, rec []byte, ttl time.Duration) error {
 	d, err := s.lockDir(ctx)
 	if err != nil {
@@ -212,7 +213,7 @@ func (s *Store) RecordEnded(ctx context.Context, id string, rec []byte, ttl time
 	return nil
 }
 
-// Ended implements jobs.NodeDirectory.
+// Ended implements cluster.Directory.
 func (s *Store) Ended(ctx context.Context, id string) ([]byte, error) {
 	d, err := s.lockDir(ctx)
 	if err != nil {

@@ -1,5 +1,5 @@
-// Package memstore is the embedded, in-process jobs.Store: the default of `backchannel serve`.
-// It applies each transition under its tenant's lock with exactly the semantics of the Redis
+// Package memstore is the embedded, in-process jobs.Store and cluster.Cluster (for the nodes of
+// one process): the default of `backchannel serve`. It applies each transition under its tenant's lock with exactly the semantics of the Redis
 // store (the jobs/storetest suite runs against both), and keeps copies, never the caller's
 // values. Terminal jobs, burned handles and timelines expire after the transition's retention.
 package memstore
@@ -29,6 +29,7 @@ type Store struct {
 	parked  map[string]parked // by session id (parked.go)
 	relay   relay             // relay.go
 	dir     directory         // directory.go
+	jr      journal           // journal.go
 }
 
 // New returns an empty store. clock (nil: the system clock) decides when retained records expire.
@@ -230,6 +231,9 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 			}
 			tl.entries = append(tl.entries, b)
 		}
+	}
+	if f := tr.Frame; f != nil && len(f.Data) > 0 {
+		s.frameOut(tr.Tenant, tr.SessionID, f) // the frame the transition produces (SPEC 15)
 	}
 	return nil
 }

@@ -11,4 +11,8 @@ import (
 func newStore(t testing.TB, clock jobs.Clock) jobs.Store { return memstore.New(clock) }
 
 // TestConformance runs the store conformance suite against the memory store.
-func TestConformance(t *testing.T) { storetest.Run(t, newStore) }
+func TestConformance(t *testing.T) {
+	storetest.Run(t, newStore)
+	t.Run("Journal", func(t *testing.T) { storetest.RunJournal(t, newStore) })
+	t.Run("FramesWithTransitions", func(t *testing.T) { storetest.RunFramesWithTransitions(t, newStore) })
+}

@@ -6,19 +6,20 @@ import (
 	"slices"
 	"time"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
 // parked is a parked session with the time it is forgotten (ms).
 type parked struct {
-	p       jobs.ParkedSession
+	p       cluster.ParkedSession
 	expires int64
 }
 
-var _ jobs.SessionParking = (*Store)(nil)
+var _ cluster.Parking = (*Store)(nil)
 
-// ParkSession implements jobs.SessionParking.
-func (s *Store) ParkSession(ctx context.Context, p jobs.ParkedSession, retention time.Duration) error {
+// ParkSession implements cluster.Parking.
+func (s *Store) ParkSession(ctx context.Context, p cluster.ParkedSession, retention time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -29,8 +30,8 @@ func (s *Store) ParkSession(ctx context.Context, p jobs.ParkedSession, retention
 	return nil
 }
 
-// TakeParked implements jobs.SessionParking.
-func (s *Store) TakeParked(ctx context.Context, tenant, sessionID string) (*jobs.ParkedSession, error) {
+// TakeParked implements cluster.Parking.
+func (s *Store) TakeParked(ctx context.Context, tenant, sessionID string) (*cluster.ParkedSession, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -45,10 +46,11 @@ func (s *Store) TakeParked(ctx context.Context, tenant, sessionID string) (*jobs
 		return nil, jobs.ErrNotFound // another tenant's session is left alone
 	}
 	delete(s.parked, sessionID)
+	s.unhold(x.p.Tenant, sessionID)
 	return &x.p, nil
 }
 
-// DueParked implements jobs.SessionParking.
+// DueParked implements cluster.Parking.
 func (s *Store) DueParked(ctx context.Context, tenant string, now time.Time) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -4,10 +4,11 @@ import (
 	"context"
 	"sync"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-var _ jobs.ChangeRelay = (*Store)(nil)
+var _ cluster.ChangeRelay = (*Store)(nil)
 
 // relay fans published changes out to the subscribers of one Store (nodes in one process).
 type relay struct {
@@ -20,7 +21,7 @@ type subscriber struct {
 	lost chan struct{} // a change was missed
 }
 
-// PublishChange implements jobs.ChangeRelay. A subscriber that is 1024 changes behind misses
+// PublishChange implements cluster.ChangeRelay. A subscriber that is 1024 changes behind misses
 // the change, and hears that it lost one (delivery is at most once, as with Redis pub/sub).
 func (s *Store) PublishChange(ctx context.Context, c jobs.Change) error {
 	if err := ctx.Err(); err != nil {
@@ -44,7 +45,7 @@ func (s *Store) PublishChange(ctx context.Context, c jobs.Change) error {
 	return nil
 }
 
-// SubscribeChanges implements jobs.ChangeRelay.
+// SubscribeChanges implements cluster.ChangeRelay.
 func (s *Store) SubscribeChanges(ctx context.Context, fn func(jobs.Change), lost func()) error {
 	sub := &subscriber{ch: make(chan jobs.Change, 1024), lost: make(chan struct{}, 1)}
 	s.relay.mu.Lock()

@@ -9,10 +9,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-var _ jobs.NodeDirectory = (*Store)(nil)
+var _ cluster.Directory = (*Store)(nil)
 
 // The directory's keys have no hash tag: each is read and written on its own (a pipeline of
 // them is split by slot on a Redis Cluster).
@@ -28,8 +29,8 @@ var releaseScript = redis.NewScript(`local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. "\n" then return redis.call('DEL', KEYS[1]) end
 return 0`)
 
-// HoldSessions implements jobs.NodeDirectory.
-func (s *Store) HoldSessions(ctx context.Context, node string, sessions []jobs.HeldSession, ttl time.Duration) error {
+// HoldSessions implements cluster.Directory.
+func (s *Store) HoldSessions(ctx context.Context, node string, sessions []cluster.HeldSession, ttl time.Duration) error {
 	if len(sessions) == 0 {
 		return nil
 	}
@@ -45,7 +46,7 @@ func (s *Store) HoldSessions(ctx context.Context, node string, sessions []jobs.H
 	return nil
 }
 
-// ReleaseSession implements jobs.NodeDirectory.
+// ReleaseSession implements cluster.Directory.
 func (s *Store) ReleaseSession(ctx context.Context, node, id string) error {
 	if err := releaseScript.Run(ctx, s.rdb, []string{s.holderKey(id)}, node).Err(); err != nil {
 		return fmt.Errorf("redisstore: release session: %w", err)
@@ -53,7 +54,7 @@ func (s *Store) ReleaseSession(ctx context.Context, node, id string) error {
 	return nil
 }
 
-// SessionHolder implements jobs.NodeDirectory.
+// SessionHolder implements cluster.Directory.
 func (s *Store) SessionHolder(ctx context.Context, id string) (string, string, error) {
 	v, err := s.rdb.Get(ctx, s.holderKey(id)).Result()
 	if errors.Is(err, redis.Nil) {
@@ -66,7 +67,7 @@ func (s *Store) SessionHolder(ctx context.Context, id string) (string, string, e
 	return node, tenant, nil
 }
 
-// NodeAlive implements jobs.NodeDirectory.
+// NodeAlive implements cluster.Directory.
 func (s *Store) NodeAlive(ctx context.Context, node, url string, ttl time.Duration) error {
 	if err := s.rdb.Set(ctx, s.aliveKey(node), "u"+url, ttl).Err(); err != nil {
 		return fmt.Errorf("redisstore: node alive: %w", err)
@@ -74,7 +75,7 @@ func (s *Store) NodeAlive(ctx context.Context, node, url string, ttl time.Durati
 	return nil
 }
 
-// NodesAlive implements jobs.NodeDirectory.
+// NodesAlive implements cluster.Directory.
 func (s *Store) NodesAlive(ctx context.Context, nodes []string) (map[string]bool, error) {
 	cmds := make([]*redis.IntCmd, len(nodes))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -93,7 +94,7 @@ func (s *Store) NodesAlive(ctx context.Context, nodes []string) (map[string]bool
 	return out, nil
 }
 
-// NodeURL implements jobs.NodeDirectory.
+// NodeURL implements cluster.Directory.
 func (s *Store) NodeURL(ctx context.Context, node string) (string, error) {
 	v, err := s.rdb.Get(ctx, s.aliveKey(node)).Result()
 	if errors.Is(err, redis.Nil) {
@@ -105,22 +106,22 @@ func (s *Store) NodeURL(ctx context.Context, node string) (string, error) {
 	return strings.TrimPrefix(v, "u"), nil
 }
 
-// SendToNode implements jobs.NodeDirectory: SPUBLISH on the node's channel. Sharded pub/sub
+// SendToNode implements cluster.Directory: SPUBLISH on the node's channel. Sharded pub/sub
 // (Redis 7) keeps a channel on one shard of a Redis Cluster, so one sender's messages arrive in
 // order (classic PUBLISH may enter the cluster at any node and overtake itself). SPUBLISH
-// answers how many subscribers got the message: none is jobs.ErrNotListening.
+// answers how many subscribers got the message: none is cluster.ErrNotListening.
 func (s *Store) SendToNode(ctx context.Context, node string, msg []byte) error {
 	n, err := s.rdb.SPublish(ctx, s.inbox(node), msg).Result()
 	if err != nil {
 		return fmt.Errorf("redisstore: send to node: %w", err)
 	}
 	if n == 0 {
-		return jobs.ErrNotListening
+		return cluster.ErrNotListening
 	}
 	return nil
 }
 
-// NodeInbox implements jobs.NodeDirectory (SSUBSCRIBE to the node's channel).
+// NodeInbox implements cluster.Directory (SSUBSCRIBE to the node's channel).
 func (s *Store) NodeInbox(ctx context.Context, node string, fn func([]byte), lost func()) error {
 	if err := s.subscribe(ctx, s.inbox(node), func(p string) { fn([]byte(p)) }, lost); err != nil {
 		return fmt.Errorf("redisstore: node inbox: %w", err)
@@ -175,7 +176,7 @@ func (s *Store) subscribe(ctx context.Context, channel string, fn func(payload s
 	return nil
 }
 
-// RecordEnded implements jobs.NodeDirectory.
+// RecordEnded implements cluster.Directory.
 func (s *Store) RecordEnded(ctx context.Context, id string, rec []byte, ttl time.Duration) error {
 	if err := s.rdb.Set(ctx, s.endedKey(id), rec, ttl).Err(); err != nil {
 		return fmt.Errorf("redisstore: record an ended session: %w", err)
@@ -183,7 +184,7 @@ func (s *Store) RecordEnded(ctx context.Context, id string, rec []byte, ttl time
 	return nil
 }
 
-// Ended implements jobs.NodeDirectory.
+// Ended implements cluster.Directory.
 func (s *Store) Ended(ctx context.Context, id string) ([]byte, error) {
 	b, err := s.rdb.Get(ctx, s.endedKey(id)).Bytes()
 	if errors.Is(err, redis.Nil) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/internal/redistest"
 	"github.com/backchannel-io/backchannel/jobs"
 )
@@ -255,7 +256,7 @@ func TestInboxHearsItLostMessages(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the inbox got nothing after the restart")
 	}
-	if err := s.SendToNode(ctx, "node-b", []byte("x")); !errors.Is(err, jobs.ErrNotListening) {
+	if err := s.SendToNode(ctx, "node-b", []byte("x")); !errors.Is(err, cluster.ErrNotListening) {
 		t.Errorf("SendToNode to a node that does not listen: %v, want ErrNotListening", err)
 	}
 }

@@ -10,16 +10,21 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-var _ jobs.SessionJournal = (*Store)(nil)
+var _ cluster.Store = (*Store)(nil)
+
+// Durable implements cluster.Cluster: Redis outlives the nodes, so a node journals every frame
+// before it is sent and another node takes its sessions over when it dies.
+func (s *Store) Durable() bool { return true }
 
 // journalTTL bounds how long a journal outlives the last write to it: a session whose nodes all
 // died for good is found by the next node's sweep long before.
 const journalTTL = 7 * 24 * time.Hour
 
-// SaveSession implements jobs.SessionJournal: the session's tenant is recorded for
+// SaveSession implements cluster.Journal: the session's tenant is recorded for
 // tenant-less lookups first (a takeover by resume token finds it even if this node dies right
 // after the record is written), then lua/journal_save.lua writes the record.
 func (s *Store) SaveSession(ctx context.Context, node, tenant, id string, record []byte, slots []string, ttl time.Duration) error {
@@ -33,16 +38,16 @@ func (s *Store) SaveSession(ctx context.Context, node, tenant, id string, record
 		return fmt.Errorf("redisstore: save session: %w", err)
 	}
 	if v == "lost" {
-		return jobs.ErrLeaseLost
+		return cluster.ErrLeaseLost
 	}
 	return nil
 }
 
-// AppendFrames implements jobs.SessionJournal (lua/journal_frames.lua: XADD under the id
+// AppendFrames implements cluster.Journal (lua/journal_frames.lua: XADD under the id
 // SEQ-0, or HSET in the slot's hash of replacements, and HSET of the record's field a for the
 // agent state, in one script behind the lease check; a frame already kept is skipped, so a
 // retry of a write whose reply was lost is harmless).
-func (s *Store) AppendFrames(ctx context.Context, node, tenant, id string, w jobs.JournalWrite) error {
+func (s *Store) AppendFrames(ctx context.Context, node, tenant, id string, w cluster.JournalWrite) error {
 	k := s.keysOf(tenant)
 	ks := make([]string, 0, len(w.Frames)+1)
 	ks = append(ks, k.live(id))
@@ -64,14 +69,14 @@ func (s *Store) AppendFrames(ctx context.Context, node, tenant, id string, w job
 	}
 	switch v {
 	case "lost":
-		return jobs.ErrLeaseLost
+		return cluster.ErrLeaseLost
 	case "taken":
 		return fmt.Errorf("redisstore: journal frames: the seqs do not follow the outbox's (another frame there, or a gap)")
 	}
 	return nil
 }
 
-// RenewLeases implements jobs.SessionJournal (lua/journal_renew.lua, one script per tenant).
+// RenewLeases implements cluster.Journal (lua/journal_renew.lua, one script per tenant).
 func (s *Store) RenewLeases(ctx context.Context, node, tenant string, ids []string, ttl time.Duration) ([]string, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -92,9 +97,9 @@ func (s *Store) RenewLeases(ctx context.Context, node, tenant string, ids []stri
 	return lost, nil
 }
 
-// TakeOver implements jobs.SessionJournal: the lease is taken by lua/journal_take.lua, then the
+// TakeOver implements cluster.Journal: the lease is taken by lua/journal_take.lua, then the
 // slots' outboxes are read.
-func (s *Store) TakeOver(ctx context.Context, node, tenant, id string, ttl time.Duration) (*jobs.JournaledSession, error) {
+func (s *Store) TakeOver(ctx context.Context, node, tenant, id string, ttl time.Duration) (*cluster.JournaledSession, error) {
 	if tenant == "" {
 		t, err := s.rdb.Get(ctx, s.liveIndex(id)).Result()
 		if errors.Is(err, redis.Nil) {
@@ -114,7 +119,7 @@ func (s *Store) TakeOver(ctx context.Context, node, tenant, id string, ttl time.
 		return nil, fmt.Errorf("redisstore: take over a session: %w", err)
 	}
 	if v == "held" {
-		return nil, jobs.ErrLeaseHeld
+		return nil, cluster.ErrLeaseHeld
 	}
 	parts, ok := v.([]any)
 	if !ok || len(parts) != 4 {
@@ -123,8 +128,8 @@ func (s *Store) TakeOver(ctx context.Context, node, tenant, id string, ttl time.
 	rec, _ := parts[0].(string)
 	slotList, _ := parts[1].(string)
 	endMS, _ := strconv.ParseInt(fmt.Sprint(parts[2]), 10, 64)
-	js := &jobs.JournaledSession{Tenant: tenant, SessionID: id, Record: []byte(rec), LeaseEndMS: endMS,
-		Outboxes: make(map[string][]jobs.JournaledFrame)}
+	js := &cluster.JournaledSession{Tenant: tenant, SessionID: id, Record: []byte(rec), LeaseEndMS: endMS,
+		Outboxes: make(map[string][]cluster.JournaledFrame)}
 	if a, _ := parts[3].(string); a != "" {
 		js.AgentState = []byte(a)
 	}
@@ -145,7 +150,7 @@ func (s *Store) TakeOver(ctx context.Context, node, tenant, id string, ttl time.
 	}
 	for i, sl := range slots {
 		rep := reps[i].Val()
-		var out []jobs.JournaledFrame
+		var out []cluster.JournaledFrame
 		for _, m := range streams[i].Val() {
 			seqStr, _, _ := strings.Cut(m.ID, "-")
 			seq, err := strconv.ParseInt(seqStr, 10, 64)
@@ -156,14 +161,14 @@ func (s *Store) TakeOver(ctx context.Context, node, tenant, id string, ttl time.
 			if r, ok := rep[seqStr]; ok {
 				data = r
 			}
-			out = append(out, jobs.JournaledFrame{Seq: seq, Data: []byte(data)})
+			out = append(out, cluster.JournaledFrame{Seq: seq, Data: []byte(data)})
 		}
 		js.Outboxes[sl] = out
 	}
 	return js, nil
 }
 
-// Orphaned implements jobs.SessionJournal.
+// Orphaned implements cluster.Journal.
 func (s *Store) Orphaned(ctx context.Context, tenant string, now time.Time) ([]string, error) {
 	ids, err := s.rdb.ZRangeByScore(ctx, s.keysOf(tenant).leases(), &redis.ZRangeBy{
 		Min: "-inf", Max: strconv.FormatInt(now.UnixMilli(), 10)}).Result()
@@ -173,7 +178,7 @@ func (s *Store) Orphaned(ctx context.Context, tenant string, now time.Time) ([]s
 	return ids, nil
 }
 
-// DropSession implements jobs.SessionJournal: the record, its lease, its outboxes and index.
+// DropSession implements cluster.Journal: the record, its lease, its outboxes and index.
 func (s *Store) DropSession(ctx context.Context, node, tenant, id string) error {
 	k := s.keysOf(tenant)
 	v, err := s.rdb.HMGet(ctx, k.live(id), "s", "n").Result()

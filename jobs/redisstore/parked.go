@@ -10,15 +10,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-var _ jobs.SessionParking = (*Store)(nil)
+var _ cluster.Parking = (*Store)(nil)
 
-// ParkSession implements jobs.SessionParking: the session's JSON and its place in the tenant's
+// ParkSession implements cluster.Parking: the session's JSON and its place in the tenant's
 // sorted set of parked sessions (one MULTI on the tenant's slot), then the index naming its
 // tenant.
-func (s *Store) ParkSession(ctx context.Context, p jobs.ParkedSession, retention time.Duration) error {
+func (s *Store) ParkSession(ctx context.Context, p cluster.ParkedSession, retention time.Duration) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("redisstore: encode parked session: %w", err)
@@ -41,8 +42,8 @@ func (s *Store) ParkSession(ctx context.Context, p jobs.ParkedSession, retention
 	return nil
 }
 
-// TakeParked implements jobs.SessionParking (lua/take_parked.lua).
-func (s *Store) TakeParked(ctx context.Context, tenant, sessionID string) (*jobs.ParkedSession, error) {
+// TakeParked implements cluster.Parking (lua/take_parked.lua).
+func (s *Store) TakeParked(ctx context.Context, tenant, sessionID string) (*cluster.ParkedSession, error) {
 	if tenant == "" {
 		t, err := s.rdb.Get(ctx, s.parkedIndex(sessionID)).Result()
 		if errors.Is(err, redis.Nil) {
@@ -62,14 +63,14 @@ func (s *Store) TakeParked(ctx context.Context, tenant, sessionID string) (*jobs
 		return nil, fmt.Errorf("redisstore: take parked session: %w", err)
 	}
 	_ = s.rdb.Del(ctx, s.parkedIndex(sessionID)).Err() // it expires anyway
-	var p jobs.ParkedSession
+	var p cluster.ParkedSession
 	if err := json.Unmarshal([]byte(raw), &p); err != nil {
 		return nil, fmt.Errorf("redisstore: decode parked session: %w", err)
 	}
 	return &p, nil
 }
 
-// DueParked implements jobs.SessionParking.
+// DueParked implements cluster.Parking.
 func (s *Store) DueParked(ctx context.Context, tenant string, now time.Time) ([]string, error) {
 	ids, err := s.rdb.ZRangeByScore(ctx, s.keysOf(tenant).parkedDue(), &redis.ZRangeBy{
 		Min: "-inf", Max: strconv.FormatInt(now.UnixMilli(), 10)}).Result()

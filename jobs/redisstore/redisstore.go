@@ -17,7 +17,7 @@
 //	PREFIX{t:T}:children:CALL_ID  set: call ids whose parent call is CALL_ID (kept while the parent is)
 //	PREFIX{t:T}:timeline:SESSION  list: timeline entries (JSON), oldest first
 //	PREFIX{t:T}:tlsize:SESSION    string: the sum of the sizes of the entries offered to the timeline (its cap; expires with it)
-//	PREFIX{t:T}:parked:SESSION    string: a parked session (jobs.ParkedSession JSON; parked.go)
+//	PREFIX{t:T}:parked:SESSION    string: a parked session (cluster.ParkedSession JSON; parked.go)
 //	PREFIX{t:T}:parked            sorted set: parked session ids by the end of their resume window
 //	PREFIXparked:SESSION          string: the tenant of a parked session (a resume token names none)
 //	PREFIX{t:T}:live:SESSION      hash: a live session's journal record, slot ids, lease holder, text-agent state (journal.go)

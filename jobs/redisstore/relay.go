@@ -5,17 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-var _ jobs.ChangeRelay = (*Store)(nil)
+var _ cluster.ChangeRelay = (*Store)(nil)
 
 // changesChannel is the pub/sub channel of relayed job changes (PREFIXchanges), sharded
 // (SPUBLISH, Redis 7): on a Redis Cluster it lives on one shard, so changes arrive in the order
 // one node published them.
 func (s *Store) changesChannel() string { return s.prefix + "changes" }
 
-// PublishChange implements jobs.ChangeRelay: the change as JSON (the job without its
+// PublishChange implements cluster.ChangeRelay: the change as JSON (the job without its
 // arguments, which are stored apart).
 func (s *Store) PublishChange(ctx context.Context, c jobs.Change) error {
 	b, err := json.Marshal(c)
@@ -28,7 +29,7 @@ func (s *Store) PublishChange(ctx context.Context, c jobs.Change) error {
 	return nil
 }
 
-// SubscribeChanges implements jobs.ChangeRelay. go-redis re-subscribes by itself after a
+// SubscribeChanges implements cluster.ChangeRelay. go-redis re-subscribes by itself after a
 // dropped connection; changes published meanwhile are missed, and lost says so.
 func (s *Store) SubscribeChanges(ctx context.Context, fn func(jobs.Change), lost func()) error {
 	err := s.subscribe(ctx, s.changesChannel(), func(p string) {

@@ -7,17 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-// runDirectory checks jobs.NodeDirectory: holders are recorded and renewed, released only by
+// runDirectory checks cluster.Directory: holders are recorded and renewed, released only by
 // their node and forgotten after their ttl; liveness likewise; a node's inbox gets what is
 // sent to it, in order, and nothing sent to another node.
 func runDirectory(t *testing.T, newStore Factory) {
 	s := newStore(t, jobs.NewFakeClock(epoch))
-	d, ok := s.(jobs.NodeDirectory)
+	d, ok := s.(cluster.Directory)
 	if !ok {
-		t.Fatalf("%T does not implement jobs.NodeDirectory", s)
+		t.Fatalf("%T does not implement cluster.Directory", s)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -29,10 +30,10 @@ func runDirectory(t *testing.T, newStore Factory) {
 			t.Errorf("SessionHolder(%s) = %q, %q, %v; want %q, %q", id, got, tenant, err, want, tenantOf[id])
 		}
 	}
-	if err := d.HoldSessions(ctx, "node-a", []jobs.HeldSession{{ID: "sess_1", Tenant: tenantA}, {ID: "sess_2", Tenant: tenantB}}, time.Minute); err != nil {
+	if err := d.HoldSessions(ctx, "node-a", []cluster.HeldSession{{ID: "sess_1", Tenant: tenantA}, {ID: "sess_2", Tenant: tenantB}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.HoldSessions(ctx, "node-b", []jobs.HeldSession{{ID: "sess_3", Tenant: tenantA}}, 300*time.Millisecond); err != nil {
+	if err := d.HoldSessions(ctx, "node-b", []cluster.HeldSession{{ID: "sess_3", Tenant: tenantA}}, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	holder("sess_1", "node-a")
@@ -91,7 +92,7 @@ func runDirectory(t *testing.T, newStore Factory) {
 	if err := d.NodeInbox(ctx, "node-a", func(m []byte) { got <- string(m) }, func() { t.Error("NodeInbox lost messages on a healthy store") }); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.SendToNode(ctx, "node-b", []byte("not for a")); !errors.Is(err, jobs.ErrNotListening) {
+	if err := d.SendToNode(ctx, "node-b", []byte("not for a")); !errors.Is(err, cluster.ErrNotListening) {
 		t.Errorf("SendToNode to a node whose inbox nobody opened: %v, want ErrNotListening", err)
 	}
 	const n = 100

@@ -9,21 +9,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-// RunJournal checks jobs.SessionJournal, which stores that outlive a node offer (Redis; the
-// memory store dies with its node and has nothing to take over): a saved session's lease keeps
-// other nodes out while it runs; once it ran out the session is orphaned and exactly one of
+// RunJournal checks cluster.Journal, which every store offers (the memory store's serves the
+// nodes of one process and is not durable, but keeps the same rules): a saved session's lease
+// keeps other nodes out while it runs; once it ran out the session is orphaned and exactly one of
 // concurrent takers gets it, with its record and every slot's outbox in seq order (a replaced
 // frame in place of the first); the node that lost it learns so at its next renewal; dropping
 // the session leaves nothing to take.
 func RunJournal(t *testing.T, newStore Factory) {
 	s := newStore(t, jobs.NewFakeClock(epoch))
-	j, ok := s.(jobs.SessionJournal)
+	j, ok := s.(cluster.Journal)
 	if !ok {
-		t.Fatalf("%T does not implement jobs.SessionJournal", s)
+		t.Fatalf("%T does not implement cluster.Journal", s)
 	}
 	ctx := context.Background()
 	const id = "sess_journal"
@@ -32,8 +33,8 @@ func RunJournal(t *testing.T, newStore Factory) {
 	}
 	frame := func(slot string, seq int64) []byte { return fmt.Appendf(nil, `{"slot":%q,"seq":%d}`, slot, seq) }
 	put := func(node, slot string, seq int64, data []byte, replace bool, max int) error {
-		return j.AppendFrames(ctx, node, tenantA, id, jobs.JournalWrite{Max: max,
-			Frames: []jobs.JournalFrameWrite{{Slot: slot, Seq: seq, Data: data, Replace: replace}}})
+		return j.AppendFrames(ctx, node, tenantA, id, cluster.JournalWrite{Max: max,
+			Frames: []cluster.JournalFrameWrite{{Slot: slot, Seq: seq, Data: data, Replace: replace}}})
 	}
 	for seq := int64(1); seq <= 5; seq++ {
 		if err := put("node-1", "sl1", seq, frame("sl1", seq), false, 100); err != nil {
@@ -51,7 +52,7 @@ func RunJournal(t *testing.T, newStore Factory) {
 	}
 	// A retry of a write that was applied (its answer lost): the frames it has are skipped, the
 	// new ones written, nothing is doubled.
-	if err := j.AppendFrames(ctx, "node-1", tenantA, id, jobs.JournalWrite{Max: 100, Frames: []jobs.JournalFrameWrite{
+	if err := j.AppendFrames(ctx, "node-1", tenantA, id, cluster.JournalWrite{Max: 100, Frames: []cluster.JournalFrameWrite{
 		{Slot: "sl1", Seq: 4, Data: frame("sl1", 4)}, {Slot: "sl1", Seq: 5, Data: frame("sl1", 5)}}}); err != nil {
 		t.Errorf("AppendFrames again of frames the outbox has: %v, want no error", err)
 	}
@@ -59,23 +60,23 @@ func RunJournal(t *testing.T, newStore Factory) {
 		t.Error("AppendFrames past the outbox's next seq (a gap): no error")
 	}
 	// A node that does not hold the session writes nothing: neither frames nor agent state.
-	err := j.AppendFrames(ctx, "node-2", tenantA, id, jobs.JournalWrite{Max: 100, AgentState: []byte(`{"agent":"node-2"}`),
-		Frames: []jobs.JournalFrameWrite{{Slot: "sl1", Seq: 6, Data: frame("sl1", 6)}}})
-	if !errors.Is(err, jobs.ErrLeaseLost) {
+	err := j.AppendFrames(ctx, "node-2", tenantA, id, cluster.JournalWrite{Max: 100, AgentState: []byte(`{"agent":"node-2"}`),
+		Frames: []cluster.JournalFrameWrite{{Slot: "sl1", Seq: 6, Data: frame("sl1", 6)}}})
+	if !errors.Is(err, cluster.ErrLeaseLost) {
 		t.Errorf("AppendFrames by a node that does not hold the lease: %v, want ErrLeaseLost", err)
 	}
-	if err := j.SaveSession(ctx, "node-2", tenantA, id, []byte(`{"v":"node-2"}`), []string{"sl1"}, time.Hour); !errors.Is(err, jobs.ErrLeaseLost) {
+	if err := j.SaveSession(ctx, "node-2", tenantA, id, []byte(`{"v":"node-2"}`), []string{"sl1"}, time.Hour); !errors.Is(err, cluster.ErrLeaseLost) {
 		t.Errorf("SaveSession by a node while the journal names another: %v, want ErrLeaseLost", err)
 	}
 	// Frames and agent state in one write.
-	if err := j.AppendFrames(ctx, "node-1", tenantA, id, jobs.JournalWrite{Max: 100, AgentState: []byte(`{"agent":1}`),
-		Frames: []jobs.JournalFrameWrite{{Slot: "sl2", Seq: 2, Data: frame("sl2", 2)}}}); err != nil {
+	if err := j.AppendFrames(ctx, "node-1", tenantA, id, cluster.JournalWrite{Max: 100, AgentState: []byte(`{"agent":1}`),
+		Frames: []cluster.JournalFrameWrite{{Slot: "sl2", Seq: 2, Data: frame("sl2", 2)}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.AppendFrames(ctx, "node-1", tenantA, id, jobs.JournalWrite{Max: 100, AgentState: []byte(`{"agent":2}`)}); err != nil {
+	if err := j.AppendFrames(ctx, "node-1", tenantA, id, cluster.JournalWrite{Max: 100, AgentState: []byte(`{"agent":2}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.AppendFrames(ctx, "node-1", tenantA, "sess_not_journaled", jobs.JournalWrite{Max: 100, AgentState: []byte(`{"agent":3}`)}); !errors.Is(err, jobs.ErrLeaseLost) {
+	if err := j.AppendFrames(ctx, "node-1", tenantA, "sess_not_journaled", cluster.JournalWrite{Max: 100, AgentState: []byte(`{"agent":3}`)}); !errors.Is(err, cluster.ErrLeaseLost) {
 		t.Errorf("AppendFrames for a session not journaled: %v, want ErrLeaseLost", err)
 	}
 	// A second save (a new slot, a rotated token) replaces the record.
@@ -83,7 +84,7 @@ func RunJournal(t *testing.T, newStore Factory) {
 		t.Fatal(err)
 	}
 
-	if _, err := j.TakeOver(ctx, "node-2", tenantA, id, time.Hour); !errors.Is(err, jobs.ErrLeaseHeld) {
+	if _, err := j.TakeOver(ctx, "node-2", tenantA, id, time.Hour); !errors.Is(err, cluster.ErrLeaseHeld) {
 		t.Errorf("TakeOver while node-1's lease runs: %v, want ErrLeaseHeld", err)
 	}
 	if _, err := j.TakeOver(ctx, "node-2", tenantB, id, time.Hour); !errors.Is(err, jobs.ErrNotFound) {
@@ -110,7 +111,7 @@ func RunJournal(t *testing.T, newStore Factory) {
 	// Concurrent takers, without the tenant: exactly one gets it, whole.
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var got []*jobs.JournaledSession
+	var got []*cluster.JournaledSession
 	var winners []string
 	held := 0
 	for i := range 8 {
@@ -125,7 +126,7 @@ func RunJournal(t *testing.T, newStore Factory) {
 			case err == nil:
 				got = append(got, js)
 				winners = append(winners, node)
-			case errors.Is(err, jobs.ErrLeaseHeld):
+			case errors.Is(err, cluster.ErrLeaseHeld):
 				held++
 			default:
 				t.Errorf("TakeOver: %v", err)
@@ -196,7 +197,7 @@ func RunJournal(t *testing.T, newStore Factory) {
 	if err := j.DropSession(ctx, "node-1", tenantA, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.TakeOver(ctx, "node-4", tenantA, id, time.Hour); !errors.Is(err, jobs.ErrLeaseHeld) {
+	if _, err := j.TakeOver(ctx, "node-4", tenantA, id, time.Hour); !errors.Is(err, cluster.ErrLeaseHeld) {
 		t.Errorf("TakeOver after a drop by a node that does not hold it: %v, want ErrLeaseHeld (still there)", err)
 	}
 	if err := j.DropSession(ctx, "node-3", tenantA, id); err != nil {
@@ -219,9 +220,9 @@ func RunJournal(t *testing.T, newStore Factory) {
 // which applies no such transition, appends nothing.
 func RunFramesWithTransitions(t *testing.T, newStore Factory) {
 	f := newFixture(t, newStore)
-	j, ok := f.store.(jobs.SessionJournal)
+	j, ok := f.store.(cluster.Journal)
 	if !ok {
-		t.Fatalf("%T does not implement jobs.SessionJournal", f.store)
+		t.Fatalf("%T does not implement cluster.Journal", f.store)
 	}
 	const sid, slot = "sess_frames", "slframes"
 	render := func(what string) func(any) []byte {

@@ -8,24 +8,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-// runParking checks jobs.SessionParking, which every store shared by several nodes offers (and
+// runParking checks cluster.Parking, which every store shared by several nodes offers (and
 // the memory store too, for nodes in one process): a parked session is taken exactly once,
 // with or without its tenant, by concurrent takers; DueParked lists a tenant's sessions whose
 // resume window ended, oldest first, and no other tenant's.
 func runParking(t *testing.T, newStore Factory) {
 	s := newStore(t, jobs.NewFakeClock(epoch))
-	pk, ok := s.(jobs.SessionParking)
+	pk, ok := s.(cluster.Parking)
 	if !ok {
-		t.Fatalf("%T does not implement jobs.SessionParking", s)
+		t.Fatalf("%T does not implement cluster.Parking", s)
 	}
 	ctx := context.Background()
 	now := time.Now()
 	park := func(tenant, id string, expires time.Time, state string) {
 		t.Helper()
-		if err := pk.ParkSession(ctx, jobs.ParkedSession{Tenant: tenant, SessionID: id, ExpiresMS: expires.UnixMilli(),
+		if err := pk.ParkSession(ctx, cluster.ParkedSession{Tenant: tenant, SessionID: id, ExpiresMS: expires.UnixMilli(),
 			State: []byte(state)}, time.Hour); err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func runParking(t *testing.T, newStore Factory) {
 	// Concurrent takers, without the tenant: exactly one gets it, whole.
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var got []*jobs.ParkedSession
+	var got []*cluster.ParkedSession
 	misses := 0
 	for range 8 {
 		wg.Add(1)

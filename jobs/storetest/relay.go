@@ -5,16 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-// runRelay checks jobs.ChangeRelay: every subscriber gets a published change, whole (the job
+// runRelay checks cluster.ChangeRelay: every subscriber gets a published change, whole (the job
 // without its arguments), and a subscription ends with its context.
 func runRelay(t *testing.T, newStore Factory) {
 	s := newStore(t, jobs.NewFakeClock(epoch))
-	r, ok := s.(jobs.ChangeRelay)
+	r, ok := s.(cluster.ChangeRelay)
 	if !ok {
-		t.Fatalf("%T does not implement jobs.ChangeRelay", s)
+		t.Fatalf("%T does not implement cluster.ChangeRelay", s)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -1,4 +1,4 @@
-package jobs
+package cluster
 
 import (
 	"context"
@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-// SessionJournal is implemented by stores that several broker nodes share and that outlive a
-// node: it keeps, all the time, what one node holds of a live session — the session's record
-// (slots, declared tools, resume-token hashes: the broker's encoding) and each slot's outbox —
-// under a lease that the node renews. When the node dies its leases run out, and another node
-// takes the session over, exactly once, and rebuilds it from the journal (SPEC 15: killing a
-// node loses no job; its sessions resume on another node).
-type SessionJournal interface {
+// Journal is the cluster's journal of live sessions (durable when the cluster is: see
+// Cluster.Durable). It keeps, all the time, what one node holds of a live session — the
+// session's record (slots, declared tools, resume-token hashes: the broker's encoding) and each
+// slot's outbox — under a lease that the node renews. When the node dies its leases run out,
+// and another node takes the session over, exactly once, and rebuilds it from the journal
+// (SPEC 15: killing a node loses no job; its sessions resume on another node).
+type Journal interface {
 	// SaveSession writes the session's record and the ids of its slots, and gives node the
 	// session's lease for ttl (the caller holds the session: it created it, or took it over
 	// or back). It returns ErrLeaseLost, writing nothing, when the journal names another node
@@ -31,7 +31,7 @@ type SessionJournal interface {
 	// ids whose lease another node holds now, or nobody (they are no longer node's).
 	RenewLeases(ctx context.Context, node, tenant string, ids []string, ttl time.Duration) (lost []string, err error)
 	// TakeOver gives node the lease of session id for ttl, if nobody holds it, and returns the
-	// journal; ErrLeaseHeld when another node's lease has not run out, ErrNotFound when the
+	// journal; ErrLeaseHeld when another node's lease has not run out, jobs.ErrNotFound when the
 	// journal holds no such session. Of concurrent callers at most one gets it. tenant is ""
 	// when the caller does not know it (a resume token names no tenant).
 	TakeOver(ctx context.Context, node, tenant, id string, ttl time.Duration) (*JournaledSession, error)
@@ -64,7 +64,7 @@ type JournaledFrame struct {
 }
 
 // ErrLeaseHeld is returned by TakeOver while another node's lease on the session runs.
-var ErrLeaseHeld = errors.New("jobs: the session's lease is held by another node")
+var ErrLeaseHeld = errors.New("cluster: the session's lease is held by another node")
 
 // JournalWrite is what one AppendFrames keeps: the frames an event of the session put in its
 // outboxes, and the text agent's state after it.
@@ -87,4 +87,4 @@ type JournalFrameWrite struct {
 
 // ErrLeaseLost is returned by the journal's writes when the session's lease is no longer the
 // writing node's.
-var ErrLeaseLost = errors.New("jobs: the session's lease is another node's")
+var ErrLeaseLost = errors.New("cluster: the session's lease is another node's")

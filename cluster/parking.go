@@ -1,4 +1,4 @@
-package jobs
+package cluster
 
 import (
 	"context"
@@ -19,12 +19,12 @@ type ParkedSession struct {
 	State []byte
 }
 
-// SessionParking is implemented by stores that several broker nodes share: a session parked
-// by one node is taken back, exactly once, by any of them.
-type SessionParking interface {
+// Parking keeps the cluster's parked sessions: a session parked by one node is taken back,
+// exactly once, by any of them.
+type Parking interface {
 	// ParkSession keeps p until it is taken, or for retention after its ExpiresMS.
 	ParkSession(ctx context.Context, p ParkedSession, retention time.Duration) error
-	// TakeParked removes the parked session and returns it, or ErrNotFound. Of concurrent
+	// TakeParked removes the parked session and returns it, or jobs.ErrNotFound. Of concurrent
 	// callers exactly one gets it. tenant is "" when the caller does not know it (a resume
 	// token names no tenant).
 	TakeParked(ctx context.Context, tenant, sessionID string) (*ParkedSession, error)

@@ -1,4 +1,4 @@
-package jobs
+package cluster
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// NodeDirectory is implemented by stores that several broker nodes share. It knows which node
+// Directory is the cluster's directory of nodes and sessions. It knows which node
 // holds each live session and which nodes are alive, and carries messages to a node's inbox:
 // a node that gets a connection for a session another node holds relays that connection's
 // frames to it and back (SPEC 15).
-type NodeDirectory interface {
+type Directory interface {
 	// HoldSessions records, for ttl, that node holds the sessions (called again to renew).
 	HoldSessions(ctx context.Context, node string, sessions []HeldSession, ttl time.Duration) error
 	// ReleaseSession forgets that node holds the session id; it does nothing if another node
@@ -35,7 +35,7 @@ type NodeDirectory interface {
 	// broker's encoding): a later hello naming it is answered session_ended or
 	// resume_expired on any node.
 	RecordEnded(ctx context.Context, id string, rec []byte, ttl time.Duration) error
-	// Ended returns what RecordEnded kept of session id, or ErrNotFound.
+	// Ended returns what RecordEnded kept of session id, or jobs.ErrNotFound.
 	Ended(ctx context.Context, id string) ([]byte, error)
 	// NodeInbox calls fn with every message sent to node from now on, one at a time, until ctx
 	// ends; it returns once the inbox listens (or failed). It calls lost, in the same order,
@@ -51,4 +51,4 @@ type HeldSession struct {
 }
 
 // ErrNotListening is returned by SendToNode when no inbox of the node took the message.
-var ErrNotListening = errors.New("jobs: the node's inbox does not listen")
+var ErrNotListening = errors.New("cluster: the node's inbox does not listen")
