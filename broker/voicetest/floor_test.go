@@ -23,19 +23,23 @@ func TestFloorTimeout(t *testing.T) {
 	for _, store := range brokertest.Stores {
 		t.Run(store, func(t *testing.T) {
 			t.Parallel()
-			b := brokertest.Start(t, brokertest.Options{Store: store, Config: broker.Config{
-				ResumeWindow:     20 * time.Second,
-				NarrationMaxWait: maxWait,
-				FloorGrace:       time.Second, // time to start talking right after a turn
-				Models:           map[string]model.Factory{"scripted": scriptedModel},
-			}})
+			// Each subtest has a broker of its own: it moves the broker's clock.
+			start := func(t *testing.T) *brokertest.Broker {
+				return brokertest.Start(t, brokertest.Options{Store: store, Config: broker.Config{
+					ResumeWindow:     20 * time.Second,
+					NarrationMaxWait: maxWait,
+					FloorGrace:       time.Second, // time to start talking right after a turn
+					Models:           map[string]model.Factory{"scripted": scriptedModel},
+					Clock:            brokertest.NewClock(),
+				}})
+			}
 			t.Run("completion_milestone_ask", func(t *testing.T) {
 				t.Parallel()
-				floorTimeoutNarrations(t, newVoiceSession(t, b, true), maxWait)
+				floorTimeoutNarrations(t, newVoiceSession(t, start(t), true), maxWait)
 			})
 			t.Run("permission_ask", func(t *testing.T) {
 				t.Parallel()
-				floorTimeoutPermission(t, newVoiceSession(t, b, true), maxWait)
+				floorTimeoutPermission(t, newVoiceSession(t, start(t), true), maxWait)
 			})
 		})
 	}
@@ -50,7 +54,10 @@ func floorTimeoutNarrations(t *testing.T, vs *voiceSession, maxWait time.Duratio
 	vs.result(done, "ok")
 	vs.partial(news, "half way", true, nil)
 	vs.partial(ask, "a question", false, map[string]any{"id": ia, "prompt": "Yes or no?"})
+	vs.host.expect(narr(ask.callID, "interaction", "queued"))
 
+	// The caller talks on while the clock passes the narration timeout, again and again.
+	vs.advanceUntil(maxWait, func() bool { return len(vs.narrations(ask.callID, "interaction")) >= 6 })
 	df := vs.host.expect(typ("tool_job_delivery_failed", "call_id", done.callID))
 	if df.F.num("attempts") != 2 || df.F.str("reason") != "floor_timeout" || df.F.str("handle") != done.handle {
 		t.Errorf("SPEC 8: want attempts 2, reason floor_timeout, handle %s: %s", done.handle, df.F)
@@ -72,8 +79,8 @@ func floorTimeoutNarrations(t *testing.T, vs *voiceSession, maxWait time.Duratio
 	})
 
 	// The caller stops: nothing of it is said any more, and the ask is still open (SPEC 9).
-	vs.mic.silence()
-	time.Sleep(time.Second + settle)
+	vs.stopTalking()
+	vs.advance(time.Second + settle)
 	if n := vs.caller.audioFrames(from, -1); n != 0 {
 		t.Errorf("SPEC 8: %d frames of agent audio for items that were skipped or given up", n)
 	}
@@ -89,7 +96,7 @@ func floorTimeoutPermission(t *testing.T, vs *voiceSession, maxWait time.Duratio
 	hostFrom := vs.host.mark()
 	from := vs.say("call pay " + args)
 	vs.talk() // within the grace: the ask waits for the floor
-	time.Sleep(maxWait + 800*time.Millisecond)
+	vs.advance(maxWait + 800*time.Millisecond)
 	if ts := vs.transcriptsFrom(from); len(ts) != 0 {
 		t.Fatalf("SPEC 8: spoken while the caller talked: %s", ts[0].F)
 	}

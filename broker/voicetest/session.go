@@ -330,6 +330,21 @@ func (vs *voiceSession) end() {
 	vs.host.send(map[string]any{"type": "session.end"})
 }
 
+// advanceUntil moves the broker's clock by step (see advance) until done holds, at most 20
+// times.
+func (vs *voiceSession) advanceUntil(step time.Duration, done func() bool) {
+	vs.t.Helper()
+	for range 20 {
+		if done() {
+			return
+		}
+		vs.advance(step)
+	}
+	if !done() {
+		vs.t.Fatalf("voicetest: still not there after 20 steps of %v of the clock", step)
+	}
+}
+
 // barriers numbers the ids of settled's frames.
 var barriers atomic.Int64
 
@@ -379,7 +394,7 @@ func (vs *voiceSession) narrations(callID, kind string) []string {
 }
 
 // expectNarrations waits until the host received exactly want (states "state/attempt") for
-// the job's kind, and that nothing more follows within settle.
+// the job's kind, and that nothing more follows within settle of the broker's clock.
 func (vs *voiceSession) expectNarrations(callID, kind string, settle time.Duration, want ...string) {
 	vs.t.Helper()
 	deadline := time.Now().Add(waitTimeout)
@@ -393,7 +408,9 @@ func (vs *voiceSession) expectNarrations(callID, kind string, settle time.Durati
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(settle)
+	if settle > 0 {
+		vs.advance(settle)
+	}
 	if got := vs.narrations(callID, kind); strings.Join(got, " ") != strings.Join(want, " ") {
 		vs.t.Fatalf("%s narration of %s: got %v, want %v", kind, callID, got, want)
 	}

@@ -11,12 +11,14 @@ import (
 	"github.com/backchannel-io/backchannel/internal/brokertest"
 )
 
-// twoNodes starts two broker nodes with the scripted model on one private Redis; holdTTL, when
-// given, is their Config.HoldTTL.
+// twoNodes starts two broker nodes with the scripted model on one private Redis and one
+// brokertest.Clock (a session moving between them keeps its time); holdTTL, when given, is
+// their Config.HoldTTL.
 func twoNodes(t *testing.T, holdTTL ...time.Duration) (a, b *brokertest.Broker) {
 	t.Helper()
 	opts := brokertest.SharedRedis(t)
-	opts.Config = broker.Config{ResumeWindow: 20 * time.Second, Models: map[string]model.Factory{"scripted": scriptedModel}}
+	opts.Config = broker.Config{ResumeWindow: 20 * time.Second, Models: map[string]model.Factory{"scripted": scriptedModel},
+		Clock: brokertest.NewClock()}
 	if len(holdTTL) > 0 {
 		opts.Config.HoldTTL = holdTTL[0]
 	}

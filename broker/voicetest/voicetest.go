@@ -14,6 +14,13 @@
 // after the caller stopped + grace" is checked against when the caller's last loud frame was
 // due (the broker cannot have heard it earlier), and "never over a reply" by the order of the
 // frames on one connection.
+//
+// Each scenario's broker runs on a brokertest.Clock of its own: real time, so audio is played
+// and heard at its pace, that the scenario moves forward (advance) where it would otherwise
+// wait for a rule's time — the floor's grace, the 30 s re-ask, the narration timeout, a settle
+// period in which nothing may happen. What the broker has handled is waited for with a barrier
+// on the connections (settled), not with a sleep. With a model other than the scripted one, a
+// barrier also gives the model half a second to answer (it is a peer over the network).
 package voicetest
 
 import (
