@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/backchannel-io/backchannel/broker/model"
-	"github.com/backchannel-io/backchannel/broker/model/scripted"
 	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/narration"
 	"github.com/backchannel-io/backchannel/permissions"
@@ -157,7 +156,7 @@ func (p *permission) judge(reply string, interrupting bool) {
 	ask := p.ask
 	if ask == "" {
 		// The model gave no transcript (a muted ask): record the sentence it was asked to say.
-		ask = scripted.Sentence(model.Request{Kind: model.PermissionAsk, Name: p.vc.name, Args: p.vc.args})
+		ask = model.Wording(model.Request{Kind: model.PermissionAsk, Name: p.vc.name, Args: p.vc.args})
 	}
 	j, err := s.node.cfg.Verifier.Verify(s.ctx(), permissions.Action{Tool: p.vc.name, Arguments: p.vc.args, Ask: ask}, reply)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/backchannel-io/backchannel/broker/model"
 	"github.com/backchannel-io/backchannel/broker/model/openai/sim"
-	"github.com/backchannel-io/backchannel/broker/model/scripted"
 )
 
 func TestDialConfiguresTheSession(t *testing.T) {
@@ -251,7 +250,7 @@ func TestRespondVoicesEachRequest(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", req.Kind, err)
 		}
-		if got, want := h.rec.finalTranscript(t, id), scripted.Sentence(req); got != want {
+		if got, want := h.rec.finalTranscript(t, id), model.Wording(req); got != want {
 			t.Errorf("%s: the model said %q, want %q", req.Kind, got, want)
 		}
 		done := h.rec.waitDone(t, id)

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/backchannel-io/backchannel/broker/model"
-	"github.com/backchannel-io/backchannel/broker/model/scripted"
 )
 
 // DefaultPersona is the session instructions when neither the session nor Options give any.
@@ -51,7 +50,7 @@ func sessionInstructions(session, fallback string) string {
 // instructions of a response replace the session's for that response, so they repeat them
 // first: the persona and the rules hold for narrations too.
 func requestInstructions(session string, r model.Request) string {
-	return session + "\n\n" + narrationPreamble + "\n\n" + what(r) + "\n\n" + WordingPrefix + strconv.Quote(clip(scripted.Sentence(r), maxInstructionValue))
+	return session + "\n\n" + narrationPreamble + "\n\n" + what(r) + "\n\n" + WordingPrefix + strconv.Quote(clip(model.Wording(r), maxInstructionValue))
 }
 
 // what describes the one thing a request voices.

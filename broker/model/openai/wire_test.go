@@ -227,7 +227,7 @@ func TestResponseCreateOnTheWire(t *testing.T) {
 	}
 	instr, _ := at(r, "instructions").(string)
 	lines := strings.Split(instr, "\n")
-	if want := WordingPrefix + strconv.Quote(scripted.Sentence(req)); lines[len(lines)-1] != want {
+	if want := WordingPrefix + strconv.Quote(model.Wording(req)); lines[len(lines)-1] != want {
 		t.Errorf("the instructions end with %q, want %q", lines[len(lines)-1], want)
 	}
 

@@ -150,67 +150,15 @@ func (m *Model) toolCall(name string, args []byte) {
 	}
 }
 
-// Respond voices exactly the request, with the sentences of SPEC 19.
+// Respond voices exactly the request: its model.Wording, the sentences of SPEC 19.
 func (m *Model) Respond(req model.Request) (string, error) {
-	return m.speak(Sentence(req)), nil
-}
-
-// Sentence is what the scripted model says for a request (SPEC 19, and 12 for permissions).
-func Sentence(r model.Request) string {
-	switch r.Kind {
-	case model.HandOff:
-		return "Started " + r.Label + " in the background."
-	case model.Milestone:
-		return "Update on " + r.Label + ": " + asText(r.Segment)
-	case model.InteractionAsk:
-		if len(r.Options) == 0 {
-			return r.Prompt
-		}
-		return r.Prompt + " Options: " + strings.Join(r.Options, ", ") + "."
-	case model.Completion:
-		switch r.State {
-		case "failed":
-			return r.Label + " failed: " + r.Error
-		case "timed_out":
-			return r.Label + " timed out."
-		}
-		return r.Label + " is done: " + asText(r.Output)
-	case model.Inject:
-		return r.Text
-	case model.PermissionAsk:
-		return "Shall I run " + r.Name + " with " + asCompact(r.Args) + "? Please say yes or no."
-	case model.Clarification:
-		return "I need a clear yes or no. Shall I run " + r.Name + " with " + asCompact(r.Args) + "?"
-	case model.Decline:
-		return "OK, I won't run " + r.Name + "."
-	}
-	return r.Text
+	return m.speak(model.Wording(req)), nil
 }
 
 // ChooseSentence is what the scripted model says to a reply that answers none of the options
 // of the open interaction (SPEC 9, 19): `Please choose one of: A, B.`.
 func ChooseSentence(options []string) string {
 	return "Please choose one of: " + strings.Join(options, ", ") + "."
-}
-
-// asText renders a JSON value the way SPEC 19 says: a string as it is, other JSON compact.
-func asText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	return asCompact(raw)
-}
-
-func asCompact(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return "{}"
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
-	}
-	return b.String()
 }
 
 // speak produces one response saying text (at most its first MaxSpokenWords words), or

@@ -209,8 +209,8 @@ func TestSentences(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := scripted.Sentence(tc.req); got != tc.want {
-				t.Fatalf("Sentence = %q, want %q", got, tc.want)
+			if got := model.Wording(tc.req); got != tc.want {
+				t.Fatalf("Wording = %q, want %q", got, tc.want)
 			}
 			// Respond says exactly that, as one response.
 			m, rec := start(t)
