@@ -1,5 +1,5 @@
 -- journal_frames.lua: keeps the frames of one event of a session, and its text agent's state,
--- in one atomic write (SessionJournal.AppendFrames), if the node still holds the session.
+-- in one atomic write (cluster.Journal.AppendFrames), if the node still holds the session.
 -- A retry of a write that was applied (its reply lost with the connection) changes nothing: a
 -- frame whose seq the outbox has already, with the same bytes, is skipped.
 -- KEYS[1] PREFIX{t:T}:live:SESSION_ID  hash: n (lease holder), a (agent state)

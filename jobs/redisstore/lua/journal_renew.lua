@@ -1,4 +1,4 @@
--- journal_renew.lua: renews a node's leases on sessions of one tenant (SessionJournal.RenewLeases).
+-- journal_renew.lua: renews a node's leases on sessions of one tenant (cluster.Journal.RenewLeases).
 -- KEYS[1] PREFIX{t:T}:live              sorted set: session id by the end of its lease
 -- KEYS[2..] PREFIX{t:T}:live:SESSION_ID  hash: n (lease holder), one key per session
 -- ARGV[1] the node   ARGV[2] lease ttl (ms)   ARGV[3] the records' ttl (ms)   ARGV[4..] the session ids

@@ -1,5 +1,5 @@
 -- journal_save.lua: writes a live session's record and gives the node its lease
--- (SessionJournal.SaveSession).
+-- (cluster.Journal.SaveSession).
 -- KEYS[1] PREFIX{t:T}:live:SESSION_ID  hash: r (record), s (slot ids, comma-separated), n (lease holder)
 -- KEYS[2] PREFIX{t:T}:live             sorted set: session id by the end of its lease (ms, Redis clock)
 -- ARGV[1] the session id   ARGV[2] the node   ARGV[3] the record   ARGV[4] slot ids

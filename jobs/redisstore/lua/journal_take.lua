@@ -1,4 +1,4 @@
--- journal_take.lua: takes over a session whose lease ran out (SessionJournal.TakeOver), exactly once.
+-- journal_take.lua: takes over a session whose lease ran out (cluster.Journal.TakeOver), exactly once.
 -- KEYS[1] PREFIX{t:T}:live:SESSION_ID  hash: r (record), s (slot ids), n (lease holder), a (agent state)
 -- KEYS[2] PREFIX{t:T}:live             sorted set: session id by the end of its lease
 -- ARGV[1] the session id   ARGV[2] the node   ARGV[3] lease ttl (ms)

@@ -1,4 +1,4 @@
--- take_parked.lua: takes a parked session (SessionParking.TakeParked), exactly once.
+-- take_parked.lua: takes a parked session (cluster.Parking.TakeParked), exactly once.
 -- KEYS[1] PREFIX{t:T}:parked:SESSION_ID   the parked session (JSON)
 -- KEYS[2] PREFIX{t:T}:parked              sorted set: session id by the end of its resume window
 -- KEYS[3] PREFIX{t:T}:live:SESSION_ID     the journal's record of the node that parked it, if still
