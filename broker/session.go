@@ -84,7 +84,7 @@ const (
 )
 
 func newSession(n *Node, tenant string) *Session {
-	s := sessionOf(n, "sess_"+randomID(20), tenant, time.Now())
+	s := sessionOf(n, "sess_"+randomID(20), tenant, n.cfg.Clock.Now())
 	s.joinToken = "jt_" + randomToken(24)
 	// ct_ + 24 random bytes, like the join token: at least 128 random bits (SPEC 3.1).
 	s.callerToken = "ct_" + randomToken(24)
