@@ -357,7 +357,7 @@ var barriers atomic.Int64
 func (vs *voiceSession) settled() {
 	vs.t.Helper()
 	for _, c := range []*conn{vs.host, vs.caller} {
-		if c == nil || c.sessionEnded() || c.Gone() {
+		if c == nil || c.sessionEnded() || c.IsClosed() {
 			continue
 		}
 		id := fmt.Sprintf("barrier-%d", barriers.Add(1))

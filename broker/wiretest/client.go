@@ -733,16 +733,6 @@ func (c *Conn) Cut() {
 	<-c.done
 }
 
-// Gone reports whether the connection is closed (its reader stopped).
-func (c *Conn) Gone() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // CloseNow drops the connection without a close frame and waits for its reader to stop.
 func (c *Conn) CloseNow() {
 	_ = c.ws.CloseNow()
