@@ -15,7 +15,7 @@ func Wording(r Request) string {
 	case HandOff:
 		return "Started " + r.Label + " in the background."
 	case Milestone:
-		return "Update on " + r.Label + ": " + asText(r.Segment)
+		return "Update on " + r.Label + ": " + JSONText(r.Segment)
 	case InteractionAsk:
 		if len(r.Options) == 0 {
 			return r.Prompt
@@ -28,29 +28,30 @@ func Wording(r Request) string {
 		case "timed_out":
 			return r.Label + " timed out."
 		}
-		return r.Label + " is done: " + asText(r.Output)
+		return r.Label + " is done: " + JSONText(r.Output)
 	case Inject:
 		return r.Text
 	case PermissionAsk:
-		return "Shall I run " + r.Name + " with " + asCompact(r.Args) + "? Please say yes or no."
+		return "Shall I run " + r.Name + " with " + CompactJSON(r.Args) + "? Please say yes or no."
 	case Clarification:
-		return "I need a clear yes or no. Shall I run " + r.Name + " with " + asCompact(r.Args) + "?"
+		return "I need a clear yes or no. Shall I run " + r.Name + " with " + CompactJSON(r.Args) + "?"
 	case Decline:
 		return "OK, I won't run " + r.Name + "."
 	}
 	return r.Text
 }
 
-// asText renders a JSON value the way SPEC 19 says: a string as it is, other JSON compact.
-func asText(raw json.RawMessage) string {
+// JSONText renders a JSON value the way SPEC 19 says: a string as it is, other JSON compact.
+func JSONText(raw json.RawMessage) string {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s
 	}
-	return asCompact(raw)
+	return CompactJSON(raw)
 }
 
-func asCompact(raw json.RawMessage) string {
+// CompactJSON renders JSON compact, {} when empty (SPEC 19's ARGS), and invalid JSON as it is.
+func CompactJSON(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return "{}"
 	}

@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -94,23 +93,10 @@ func clarifyInstructions(session string, options []string) string {
 		strings.Join(options, "; ") + ".\n\n" + WordingPrefix + strconv.Quote("Please choose one of: "+strings.Join(options, ", ")+".")
 }
 
-// valueText renders a JSON value as SPEC 19 does: a string as it is, other JSON compact.
-func valueText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return clip(s, maxInstructionValue)
-	}
-	return compactText(raw)
-}
+// valueText is model.JSONText, clipped for instructions.
+func valueText(raw json.RawMessage) string { return clip(model.JSONText(raw), maxInstructionValue) }
 
-// compactText renders JSON compact ({} when empty).
+// compactText is model.CompactJSON, clipped for instructions.
 func compactText(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return "{}"
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return clip(string(raw), maxInstructionValue)
-	}
-	return clip(b.String(), maxInstructionValue)
+	return clip(model.CompactJSON(raw), maxInstructionValue)
 }
