@@ -143,6 +143,39 @@ func TestParkedSessionExpires(t *testing.T) {
 	c.ExpectClosed(broker.StatusPolicy)
 }
 
+// TestTimelineTakesBackAParkedSession: a timeline request is an entry point like a hello
+// (SPEC 15, 16). Asked of node B for a session node A parked, B takes the session back — an
+// explicit step after it located the session, not a side effect of the authorization — and
+// answers with its entries; the move is on the timeline before any client came back, and the
+// host's resume then finds the session live on B.
+func TestTimelineTakesBackAParkedSession(t *testing.T) {
+	t.Parallel()
+	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second})
+	s := newSession(t, a, brokertest.KeyA)
+	h := s.host("host", decl("export", "deferred", true, "timeout", "30s"))
+	deferred := s.deferJob(h, "a1", "export", nextID("h-timeline-"), "exporting")
+	token, seen := h.Welcome.Str("resume_token"), h.LastSeq()
+	a.Close(false)
+	h.ExpectClosed(broker.StatusServiceRestart)
+
+	onB := s.on(b)
+	es := onB.waitTimeline("the move, asked of node B", func(es []Entry) bool {
+		for _, e := range find(es, "notice", "") {
+			if text, _ := e.Detail["text"].(string); strings.HasPrefix(text, "session taken back by this node") {
+				return true
+			}
+		}
+		return false
+	})
+	if len(find(es, "deferred", deferred)) != 1 {
+		t.Errorf("SPEC 16: node B's timeline lacks the deferred job:\n%s", dumpEntries(es))
+	}
+	_, w := onB.resume("host on B", token, seen, nil)
+	if w.Type != "welcome" || w.Str("session_id") != s.sid {
+		t.Fatalf("SPEC 10: resume on node B, which took the session back, answered %s", w)
+	}
+}
+
 // TestChangeRelayedToTheSessionsNode covers SPEC 15's relay: a job change made on a node that
 // does not hold the job's session (here node B cancels a job of a session on node A, as its
 // deadline sweep or its HTTP API would) reaches node A through the store, and A tells the host
