@@ -33,8 +33,8 @@ func (s *Session) handleChange(c jobs.Change) {
 		// narration it causes (the completion's tool_job_narration queued).
 		s.toolCancel(j)
 	}
-	if s.voice != nil && s.voice.calls[j.CallID] != nil {
-		s.voice.jobChanged(c)
+	if s.voice != nil && s.voice.HasCall(j.CallID) {
+		s.voice.JobChanged(c)
 	}
 	var text *textagent.Agent
 	if s.text != nil && j.ConversationID != "" {

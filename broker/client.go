@@ -88,8 +88,7 @@ func (c *Client) ReceiveAudio(data []byte) {
 		if s.ended || c.slot.client != c || s.voice == nil {
 			return
 		}
-		s.voice.callerAudio(chunk, at)
-		s.voice.m.CallerAudio(chunk)
+		s.voice.CallerAudio(chunk, at)
 	})
 }
 
@@ -440,11 +439,11 @@ func (s *Session) callerUp(sl *Slot) {
 		s.voice = s.startVoice()
 		if s.voice != nil && s.adopt {
 			s.adopt = false
-			s.voice.adoptJobs()
+			s.adoptVoiceJobs()
 		}
 	}
 	if s.voice != nil {
-		s.voice.callerAttached()
+		s.voice.CallerAttached()
 	}
 }
 
@@ -614,7 +613,7 @@ func (s *Session) dropped(c *Client) {
 	sl.client = nil
 	sl.detached = s.now()
 	if sl == s.caller && s.voice != nil {
-		s.voice.callerDetached()
+		s.voice.CallerDetached()
 	}
 	s.node.metrics.connections.Dec()
 	s.record(jobs.KindDisconnect, map[string]any{"slot": sl.id, "role": string(sl.role), "connection_id": c.connID})

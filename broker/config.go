@@ -8,6 +8,7 @@ import (
 
 	"github.com/backchannel-io/backchannel/broker/model"
 	"github.com/backchannel-io/backchannel/broker/model/scripted"
+	"github.com/backchannel-io/backchannel/broker/voice"
 	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/narration"
 	"github.com/backchannel-io/backchannel/permissions"
@@ -132,10 +133,10 @@ func (c *Config) setDefaults() {
 		c.FloorGrace = narration.DefaultGrace
 	}
 	if c.NarrationMaxWait <= 0 {
-		c.NarrationMaxWait = 60 * time.Second
+		c.NarrationMaxWait = voice.DefaultMaxWait
 	}
 	if c.ReaskAfter <= 0 {
-		c.ReaskAfter = 30 * time.Second
+		c.ReaskAfter = voice.DefaultReaskAfter
 	}
 	if c.NodeID == "" {
 		c.NodeID = "node"

@@ -50,7 +50,7 @@ func (s *Session) declare(sl *Slot, ref string, decls []frames.ToolDecl) {
 	s.saveJournal()
 	s.send(sl, &frames.ToolsDeclared{Reply: frames.Reply{Ref: ref}, Names: names})
 	if s.voice != nil {
-		s.voice.declareTools()
+		s.voice.DeclareTools(s.voiceTools())
 	}
 	if s.port != nil {
 		s.port.toolsChanged()
@@ -242,6 +242,6 @@ func (s *Session) inject(sl *Slot, f *frames.Inject) { s.injectVoice(sl, f) }
 func (s *Session) callerText(sl *Slot, f *frames.CallerText, at time.Time) {
 	s.send(sl, &frames.Transcript{Role: frames.RoleCaller, Text: f.Text, Final: true})
 	if s.voice != nil && sl == s.caller {
-		s.voice.callerText(f.Text, at)
+		s.voice.CallerText(f.Text, at)
 	}
 }

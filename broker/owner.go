@@ -35,7 +35,7 @@ func (s *Session) callerMayCancel(sl *Slot, f *frames.JobCancel) bool {
 	if err != nil {
 		return true
 	}
-	return j.Slot == sl.id || (s.voice != nil && s.voice.calls[j.CallID] != nil)
+	return j.Slot == sl.id || (s.voice != nil && s.voice.HasCall(j.CallID))
 }
 
 // unreachableCancel answers a job.cancel that may not reach its job exactly as one naming no

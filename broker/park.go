@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/backchannel-io/backchannel/broker/model"
 	"github.com/backchannel-io/backchannel/broker/textagent"
+	"github.com/backchannel-io/backchannel/broker/voice"
 	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
@@ -36,7 +36,7 @@ type parkedState struct {
 	Expired     []string                 `json:"expired,omitempty"`
 	Slots       []parkedSlot             `json:"slots"`
 	CallSeq     map[string]parkedCallOut `json:"call_seq,omitempty"`
-	Completions []parkedCompletion       `json:"completions,omitempty"`
+	Completions []voice.Completion       `json:"completions,omitempty"`
 	TextAgent   bool                     `json:"text_agent,omitempty"`
 	// Text is the text agent's state (conversations, result queues, waits).
 	Text *textagent.State `json:"text,omitempty"`
@@ -84,18 +84,6 @@ type parkedFrame struct {
 	Data string `json:"data"`
 }
 
-// parkedCompletion is a completion that was queued, or being spoken, when its session was
-// parked: it is voiced on the next node, a spoken one as its next attempt (SPEC 15: narrations
-// in flight count as failed attempts).
-type parkedCompletion struct {
-	CallID  string        `json:"call_id"`
-	Handle  string        `json:"handle,omitempty"`
-	Slot    string        `json:"slot,omitempty"`
-	Attempt int           `json:"attempt"`
-	Spoken  int           `json:"spoken,omitempty"`
-	Request model.Request `json:"request"`
-}
-
 // snapshot encodes the session's node-only state: with frames, everything a parked session
 // needs (outboxes, the text agent's state, open jobs, completions); without, the record the
 // journal keeps (journal.go), whose outboxes are journaled frame by frame.
@@ -104,7 +92,7 @@ func (s *Session) snapshot(now time.Time, full bool) parkedState {
 		TextAgent: s.text != nil}
 	if full && s.voice != nil {
 		// First: a completion being spoken fails here, and its host's frame enters the outbox.
-		st.Completions = s.voice.parkCompletions()
+		st.Completions = s.voice.Park()
 	}
 	for id := range s.expired {
 		st.Expired = append(st.Expired, id)
@@ -169,39 +157,6 @@ func (s *Session) park() {
 		s.node.log.Warn("broker: releasing a parked session", "session", s.id, "err", err)
 	}
 	s.node.log.Info("broker: session parked for another node", "session", s.id, "slots", len(st.Slots))
-}
-
-// parkCompletions lists the completions still to be voiced. One being spoken is a failed
-// attempt (its host hears so now, the frame waits in its outbox): it goes on as the next
-// attempt, or, after the second, ends in tool_job_delivery_failed (SPEC 8).
-func (v *voice) parkCompletions() []parkedCompletion {
-	var out []parkedCompletion
-	add := func(it *narration.Item, spoken bool) {
-		if it.Kind != narration.Completion {
-			return
-		}
-		d := it.Payload.(*itemData)
-		attempt := it.Attempt
-		if spoken {
-			v.lifecycle(it, "failed", "")
-			if attempt >= narration.MaxCompletionAttempts {
-				v.deliveryFailed(it, narration.ModelError, attempt)
-				return
-			}
-			attempt++
-		}
-		out = append(out, parkedCompletion{CallID: it.CallID, Handle: d.handle, Slot: d.slot, Attempt: attempt,
-			Spoken: it.Spoken, Request: d.req})
-	}
-	for _, r := range v.playing {
-		if r.item != nil {
-			add(r.item, true)
-		}
-	}
-	for _, it := range v.queue.Remove(func(*narration.Item) bool { return true }) {
-		add(it, false)
-	}
-	return out
 }
 
 // claim takes a session no live node holds and makes it live on this node: a parked one, or
@@ -376,7 +331,7 @@ func (s *Session) catchUp(was map[string]jobs.State, open []*jobs.Job, voiced ma
 		}
 		s.openJobs++ // handleChange counts it closed
 		s.handleChange(jobs.Change{Event: terminalEvent(j.State), From: was[id], Job: j})
-		if j.ConversationID == "" && !j.Local && j.AgentCallID != "" && adoptedNotify(j) {
+		if j.ConversationID == "" && !j.Local && j.AgentCallID != "" && voice.AdoptedNotify(j) {
 			attempt := 1
 			if n, ok := voiced[j.CallID]; ok {
 				attempt = n // one in flight counted as a failed attempt (SPEC 15)
@@ -384,10 +339,9 @@ func (s *Session) catchUp(was map[string]jobs.State, open []*jobs.Job, voiced ma
 					continue // delivered, or its attempts are spent
 				}
 			}
-			switch j.State {
-			case jobs.Completed, jobs.Failed, jobs.TimedOut:
-				s.parked = append(s.parked, parkedCompletion{CallID: j.CallID, Handle: j.Handle, Slot: j.Slot, Attempt: attempt,
-					Request: completionRequest(adoptedLabel(j), j.Tool.Name, j)})
+			if voice.Voiced(j.State) {
+				s.parked = append(s.parked, voice.Completion{CallID: j.CallID, Handle: j.Handle, Slot: j.Slot, Attempt: attempt,
+					Request: voice.CompletionRequest(voice.AdoptedLabel(j), j.Tool.Name, j)})
 			}
 		}
 	}
@@ -406,49 +360,6 @@ func terminalEvent(st jobs.State) jobs.Event {
 		return jobs.EventDeclined
 	}
 	return jobs.EventCancelled
-}
-
-// adoptedLabel is how an adopted voice job is named: its status_label, or its tool's name.
-func adoptedLabel(j *jobs.Job) string {
-	if j.StatusLabel != "" {
-		return j.StatusLabel
-	}
-	return j.Tool.Name
-}
-
-// adoptedNotify: an adopted voice job's end is voiced if its tool says so, or if the model was
-// still waiting for its output (it was not deferred) — the new model never gets that output.
-func adoptedNotify(j *jobs.Job) bool { return j.Tool.NotifyOnComplete || j.DeferredMS == 0 }
-
-// adoptJobs gives a taken-back session's voice side the open jobs the model of the earlier node
-// started, and the completions it had not voiced yet. The new model never made those calls, so
-// none gets a function output: a job that ends is voiced as a completion, and one awaiting
-// permission is asked again.
-func (v *voice) adoptJobs() {
-	s := v.s
-	open, err := s.engine().OpenJobs(s.ctx(), s.tenant, s.id)
-	if err != nil {
-		s.node.log.Error("broker: listing the open jobs of a taken-back session", "session", s.id, "err", err)
-	}
-	for _, j := range open {
-		if j.ConversationID != "" || j.Local || j.AgentCallID == "" || v.calls[j.CallID] != nil {
-			continue
-		}
-		vc := &voiceCall{modelID: j.AgentCallID, brokerID: j.CallID, slot: j.Slot, name: j.Tool.Name, args: j.Arguments,
-			label: adoptedLabel(j), deferred: j.State == jobs.Deferred, answered: true, state: j.State, handle: j.Handle,
-			notify: adoptedNotify(j)}
-		v.calls[j.CallID] = vc
-		v.byModel[j.AgentCallID] = vc
-		if j.State == jobs.AwaitingPermission {
-			v.askPermission(vc, j)
-		}
-	}
-	for _, c := range s.parked {
-		v.queueItem(&narration.Item{Kind: narration.Completion, CallID: c.CallID, Attempt: c.Attempt, Spoken: c.Spoken,
-			Payload: &itemData{req: c.Request, handle: c.Handle, slot: c.Slot}})
-	}
-	s.parked = nil
-	v.openJobsContext()
 }
 
 // parkedSweep is how often a node looks for parked sessions whose resume window ran out.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/backchannel-io/backchannel/broker/textagent"
+	"github.com/backchannel-io/backchannel/broker/voice"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
@@ -46,7 +47,7 @@ func (s *Session) crashedJobs(st *parkedState) map[string]jobs.State {
 			continue
 		}
 		cancelled := j.State == jobs.Cancelled || j.State == jobs.TimedOut
-		voice := j.ConversationID == "" && j.AgentCallID != "" && adoptedNotify(j)
+		voice := j.ConversationID == "" && j.AgentCallID != "" && voice.AdoptedNotify(j)
 		v, shown := st.Voiced[id]
 		switch {
 		case cancelled && j.DispatchedMS > 0 && !st.Cancelled[id],
@@ -156,11 +157,7 @@ func (s *Session) believedOpen() map[string]jobs.State {
 		}
 	}
 	if s.voice != nil {
-		for id, vc := range s.voice.calls {
-			if !vc.state.Terminal() {
-				believed[id] = vc.state
-			}
-		}
+		maps.Copy(believed, s.voice.OpenCalls())
 	}
 	return believed
 }

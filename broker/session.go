@@ -7,6 +7,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/backchannel-io/backchannel/broker/voice"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 )
@@ -61,13 +62,13 @@ type Session struct {
 	text      *textAgent // the text agent's side, once one attached
 	// openJobs counts the session's open jobs made on this node (SPEC 2: 256 at most).
 	openJobs int
-	voice    *voice      // the voice side, once a caller attached
-	port     *AgentPort  // the MCP facade's agent, while an MCP session is open
-	modelCfg ModelConfig // the session's model (POST /v1/sessions)
+	voice    *voice.Voice // the voice side, once a caller attached
+	port     *AgentPort   // the MCP facade's agent, while an MCP session is open
+	modelCfg ModelConfig  // the session's model (POST /v1/sessions)
 	// adopt: the session was taken back from the store (park.go); its voice side, once a caller
 	// is back, adopts the open jobs and parked completions of the earlier node.
 	adopt  bool
-	parked []parkedCompletion
+	parked []voice.Completion
 }
 
 // callOut is where a job's tool_call went: the slot and the seq it got there.
@@ -259,7 +260,7 @@ func (s *Session) end(reason frames.EndReason) {
 	}
 	s.drainChanges()
 	if s.voice != nil {
-		s.voice.ending()
+		s.voice.End()
 	}
 	s.flushHeld()
 	s.releaseHeld() // what is still held goes out before session.ended
@@ -311,7 +312,7 @@ func (s *Session) detachAll(code int, reason string) {
 	s.stopIdle()
 	s.stopHeldRetry()
 	if s.voice != nil {
-		s.voice.stop()
+		s.voice.Stop()
 	}
 	if s.port != nil {
 		s.port.detach() // its open requests return; the facade closes its MCP session

@@ -1,4 +1,4 @@
-package broker
+package voice
 
 import (
 	"github.com/backchannel-io/backchannel/internal/g711"

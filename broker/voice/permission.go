@@ -1,4 +1,4 @@
-package broker
+package voice
 
 import (
 	"time"
@@ -12,8 +12,8 @@ import (
 // permission is the open spoken-permission ask of a voice session (SPEC 12): one at a time,
 // first in, first out. The caller's reply goes only to the verifier, never to the model.
 type permission struct {
-	v      *voice
-	vc     *voiceCall
+	v      *Voice
+	vc     *call
 	callID string
 
 	phase       permPhase
@@ -33,7 +33,7 @@ const (
 )
 
 // askPermission queues the job's permission ask, or waits for the open one to finish.
-func (v *voice) askPermission(vc *voiceCall, j *jobs.Job) {
+func (v *Voice) askPermission(vc *call) {
 	v.permQueue = append(v.permQueue, vc)
 	if v.perm == nil {
 		v.nextPermission()
@@ -41,7 +41,7 @@ func (v *voice) askPermission(vc *voiceCall, j *jobs.Job) {
 }
 
 // nextPermission opens the next waiting permission ask.
-func (v *voice) nextPermission() {
+func (v *Voice) nextPermission() {
 	v.perm = nil
 	for len(v.permQueue) > 0 {
 		vc := v.permQueue[0]
@@ -85,9 +85,14 @@ func (p *permission) notAsked(it *narration.Item, e narration.Ending) {
 		p.queueAsk(it.Payload.(*itemData).req.Kind)
 		return
 	}
-	s := p.v.s
-	if err := s.engine().PermissionAsked(s.ctx(), s.addr(p.callID), s.engine().Now()); err != nil {
-		s.node.log.Warn("broker: permission clock", "call_id", p.callID, "err", err)
+	p.startClock()
+}
+
+// startClock starts the job's permission window (SPEC 12), on the job engine's clock as every
+// job deadline is.
+func (p *permission) startClock() {
+	if err := p.v.env.PermissionAsked(p.callID); err != nil {
+		p.v.opts.Log.Warn("voice: permission clock", "call_id", p.callID, "err", err)
 	}
 }
 
@@ -97,11 +102,10 @@ func (p *permission) asking(responseID string) {
 	p.responseID = responseID
 }
 
-// askEnded: the ask left the floor; permission_timeout counts from now (SPEC 12), on the job
-// engine's clock, as every job deadline does. An ask cut
+// askEnded: the ask left the floor; permission_timeout counts from now (SPEC 12). An ask cut
 // before any of it was played, with no reply judged meanwhile, reached nobody: it is asked
 // again.
-func (p *permission) askEnded(r *response, audible bool) {
+func (p *permission) askEnded(r *response) {
 	if r.id != p.responseID {
 		return
 	}
@@ -110,12 +114,9 @@ func (p *permission) askEnded(r *response, audible bool) {
 		return
 	}
 	p.ask = r.text
-	p.endedAt = p.v.s.now()
+	p.endedAt = p.v.env.Now()
 	p.phase = permAwaiting
-	s := p.v.s
-	if err := s.engine().PermissionAsked(s.ctx(), s.addr(p.callID), s.engine().Now()); err != nil {
-		s.node.log.Warn("broker: permission clock", "call_id", p.callID, "err", err)
-	}
+	p.startClock()
 }
 
 // speechStarted notes when the caller's turn began.
@@ -152,15 +153,15 @@ func (p *permission) judges(text string) bool {
 
 // judge asks the verifier and applies its verdict (SPEC 12).
 func (p *permission) judge(reply string, interrupting bool) {
-	s := p.v.s
+	v := p.v
 	ask := p.ask
 	if ask == "" {
 		// The model gave no transcript (a muted ask): record the sentence it was asked to say.
 		ask = model.Wording(model.Request{Kind: model.PermissionAsk, Name: p.vc.name, Args: p.vc.args})
 	}
-	j, err := s.node.cfg.Verifier.Verify(s.ctx(), permissions.Action{Tool: p.vc.name, Arguments: p.vc.args, Ask: ask}, reply)
+	j, err := v.env.Verify(permissions.Action{Tool: p.vc.name, Arguments: p.vc.args, Ask: ask}, reply)
 	if err != nil {
-		s.node.log.Warn("broker: permission verifier", "call_id", p.callID, "err", err)
+		v.opts.Log.Warn("voice: permission verifier", "call_id", p.callID, "err", err)
 	}
 	if j.Verdict == jobs.Approve && interrupting {
 		j = permissions.Judgement{Verdict: jobs.Hold, Reason: "interrupted_ask"}
@@ -169,9 +170,9 @@ func (p *permission) judge(reply string, interrupting bool) {
 		j.Verdict = jobs.Hold
 	}
 	d := jobs.Decision{Verdict: j.Verdict, Reason: j.Reason, Transcript: reply, Ask: ask}
-	if err := s.engine().Permission(s.ctx(), s.addr(p.callID), d); err != nil {
-		s.node.log.Warn("broker: recording a permission decision", "call_id", p.callID, "err", err)
-		p.v.nextPermission()
+	if err := v.env.Decide(p.callID, d); err != nil {
+		v.opts.Log.Warn("voice: recording a permission decision", "call_id", p.callID, "err", err)
+		v.nextPermission()
 		return
 	}
 	if j.Verdict != jobs.Hold {
@@ -179,12 +180,12 @@ func (p *permission) judge(reply string, interrupting bool) {
 	}
 	switch j.Verdict {
 	case jobs.Approve:
-		p.v.nextPermission() // dispatched with no extra speech
+		v.nextPermission() // dispatched with no extra speech
 	case jobs.Decline:
 		// Not tied to the job (CallID ""): the job's end must not withdraw it.
-		p.v.queueItem(&narration.Item{Kind: narration.PermissionAsk, Attempt: 1,
+		v.queueItem(&narration.Item{Kind: narration.PermissionAsk, Attempt: 1,
 			Payload: &itemData{req: model.Request{Kind: model.Decline, Name: p.vc.name, Args: p.vc.args}}})
-		p.v.nextPermission()
+		v.nextPermission()
 	default:
 		p.queueAsk(model.Clarification)
 	}
