@@ -317,3 +317,22 @@ func (r *rig) wantNarrations(want ...string) {
 
 // errTest is an error of a fake part.
 var errTest = errors.New("test failure")
+
+// lastKind is the kind of the latest requested response.
+func (r *rig) lastKind() model.Kind { return r.m.requests[len(r.m.requests)-1].Kind }
+
+// quietFor checks that the model is asked for nothing more while the clock moves d.
+func (r *rig) quietFor(d time.Duration, why string) {
+	r.t.Helper()
+	n := len(r.m.requests)
+	r.advance(d)
+	if len(r.m.requests) != n {
+		r.t.Fatalf("%s: the model was asked for %+v", why, r.m.requests[n:])
+	}
+}
+
+// approve reports the verdict's job approved, as the engine does after an approve decision.
+func (r *rig) approve(callID string) {
+	r.v.JobChanged(jobs.Change{Event: jobs.EventApproved, From: jobs.AwaitingPermission,
+		Job: &jobs.Job{CallID: callID, Slot: "host", Tool: jobs.Tool{Name: "transfer"}, State: jobs.Pending}})
+}

@@ -45,8 +45,7 @@ func TestPermissionApprovedAfterTheAsk(t *testing.T) {
 	if len(r.m.turns) != 0 {
 		t.Fatalf("the reply reached the model as a turn: %q", r.m.turns)
 	}
-	r.v.JobChanged(jobs.Change{Event: jobs.EventApproved, From: jobs.AwaitingPermission,
-		Job: &jobs.Job{CallID: id, Slot: "host", Tool: jobs.Tool{Name: "transfer"}, State: jobs.Pending}})
+	r.approve(id)
 	if len(r.env.dispatched) != 1 || r.env.dispatched[0] != id {
 		t.Fatalf("dispatched = %v, want the approved job", r.env.dispatched)
 	}
@@ -61,7 +60,7 @@ func TestPermissionDeclineIsSpoken(t *testing.T) {
 		t.Fatalf("decisions = %+v, want decline", r.env.decisions)
 	}
 	r.advance(400*time.Millisecond + coalesce)
-	if got := r.m.requests[len(r.m.requests)-1].Kind; got != model.Decline {
+	if got := r.lastKind(); got != model.Decline {
 		t.Fatalf("after a decline the model was asked for %s, want the decline sentence", got)
 	}
 }
@@ -98,7 +97,7 @@ func TestPermissionInterruptedAskHolds(t *testing.T) {
 		t.Fatalf("decisions = %+v, want hold interrupted_ask (an interrupted ask never approves)", r.env.decisions)
 	}
 	r.advance(400*time.Millisecond + coalesce)
-	if got := r.m.requests[len(r.m.requests)-1].Kind; got != model.Clarification {
+	if got := r.lastKind(); got != model.Clarification {
 		t.Fatalf("after a hold the model was asked for %s, want the clarification", got)
 	}
 }
@@ -112,8 +111,7 @@ func TestPermissionAsksOneAtATime(t *testing.T) {
 		t.Fatal("a second permission ask was spoken before the first was answered")
 	}
 	r.v.CallerText("yes", r.env.Now())
-	r.v.JobChanged(jobs.Change{Event: jobs.EventApproved, From: jobs.AwaitingPermission,
-		Job: &jobs.Job{CallID: first, Slot: "host", Tool: jobs.Tool{Name: "transfer"}, State: jobs.Pending}})
+	r.approve(first)
 	r.advance(400*time.Millisecond + coalesce)
 	if len(r.m.requests) != 2 || r.m.requests[1].Kind != model.PermissionAsk || string(r.m.requests[1].Args) != `{"amount":7}` {
 		t.Fatalf("requests = %+v, want the second ask after the first was answered", r.m.requests)
@@ -144,8 +142,5 @@ func TestPermissionClearReplyWithdrawsAQueuedClarification(t *testing.T) {
 	if len(r.env.decisions) != 2 || r.env.decisions[1].Verdict != jobs.Approve {
 		t.Fatalf("decisions = %+v, want the second reply approved (it answers the ask)", r.env.decisions)
 	}
-	r.advance(time.Minute)
-	if len(r.m.requests) != 1 {
-		t.Fatalf("requests = %+v: a clarification was spoken after a clear answer", r.m.requests)
-	}
+	r.quietFor(time.Minute, "a clear answer withdraws the clarification still queued")
 }
