@@ -83,13 +83,20 @@ func startEnvWith(t *testing.T, store string, cfg broker.Config, wrap func(http.
 // shared with another env make two nodes of one store).
 func startEnvOpts(t *testing.T, opts brokertest.Options, wrap func(http.Handler) http.Handler) *env {
 	t.Helper()
+	return startEnvMCP(t, opts, mcp.Options{}, wrap)
+}
+
+// startEnvMCP is startEnvOpts with the facade's options (its Logger is the env's).
+func startEnvMCP(t *testing.T, opts brokertest.Options, mo mcp.Options, wrap func(http.Handler) http.Handler) *env {
+	t.Helper()
 	store := opts.Store
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts.Config.Logger = log
 	b := brokertest.Start(t, opts)
 	wsh := ws.NewHandler(b.Node, ws.Options{Logger: log})
-	var facade http.Handler = mcp.New(b.Node, log)
+	mo.Logger = log
+	var facade http.Handler = mcp.NewHandler(b.Node, mo)
 	if wrap != nil {
 		facade = wrap(facade)
 	}
@@ -259,7 +266,10 @@ func (e *env) dialHost(hello map[string]any) *host {
 	h := &host{t: e.t, c: c, in: make(chan frame, 4096), done: make(chan struct{})}
 	go h.read()
 	e.t.Cleanup(h.drop)
-	hello["type"], hello["protocol"], hello["role"] = "hello", "backchannel.v1", "host"
+	hello["type"], hello["protocol"] = "hello", "backchannel.v1"
+	if _, ok := hello["role"]; !ok {
+		hello["role"] = "host"
+	}
 	h.send(hello)
 	h.welcome = h.expect("welcome")
 	if _, ok := hello["tools"]; ok {

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -117,7 +116,7 @@ func front(body []byte, tasks bool) frontOutcome {
 		return frontOutcome{body: body, blocking: bytes.Contains(body, []byte(`"tools/call"`)) || bytes.Contains(body, []byte(`"tasks/result"`))}
 	}
 	var m rpcMessage
-	if !utf8.Valid(trimmed) || json.Unmarshal(trimmed, &m) != nil {
+	if json.Unmarshal(trimmed, &m) != nil {
 		return frontOutcome{answer: rpcError(nil, jsonrpc.CodeInvalidRequest, "invalid request: the body is not a JSON-RPC message")}
 	}
 	if m.JSONRPC != "2.0" {
@@ -272,10 +271,15 @@ type streamWriter struct {
 }
 
 // shareStream wraps the writer of a stream the SDK opens itself (the standalone GET stream),
-// so that the facade can add events of its own once the SDK answered 200.
-func shareStream(w http.ResponseWriter) *streamWriter {
-	s := &streamWriter{w: w, rc: http.NewResponseController(w), shared: true, stop: make(chan struct{}), done: make(chan struct{})}
-	close(s.done)
+// so that the facade can add events of its own, and comment lines every keepAlive, once the
+// SDK answered 200.
+func shareStream(w http.ResponseWriter, keepAlive time.Duration) *streamWriter {
+	s := &streamWriter{w: w, rc: http.NewResponseController(w), shared: true, last: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	if keepAlive > 0 {
+		go s.keepAlive(keepAlive)
+	} else {
+		close(s.done)
+	}
 	return s
 }
 
@@ -312,7 +316,9 @@ func (s *streamWriter) keepAlive(every time.Duration) {
 			return
 		}
 		next := every - time.Since(s.last)
-		if next <= 0 {
+		if s.shared && s.status != http.StatusOK {
+			next = every // the SDK has not opened the stream (or refused it)
+		} else if next <= 0 {
 			if _, err := s.w.Write([]byte(": keepalive\n\n")); err == nil {
 				err = s.rc.Flush()
 			}

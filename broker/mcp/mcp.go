@@ -313,7 +313,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// free for the next client at once.
 			h.release(b)
 		case http.MethodGet:
-			sw := shareStream(w)
+			sw := shareStream(w, h.keepAlive)
 			b.openStream(sw)
 			defer b.closeStream(sw)
 			defer sw.close()
