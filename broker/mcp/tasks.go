@@ -292,6 +292,9 @@ func (h *Handler) addTaskMethods(srv *sdk.Server, b *binding) {
 		return &rawResult{v: renderTask(j, h.news(ctx, b)[j.CallID])}, nil
 	}))
 	must(sdk.AddReceivingCustomMethod(srv, methodTasksList, func(ctx context.Context, _ *sdk.ServerSession, p *listParams) (*rawResult, error) {
+		if p == nil { // params may be absent
+			p = &listParams{}
+		}
 		return h.listTasks(ctx, b, p.Cursor)
 	}))
 	must(sdk.AddReceivingCustomMethod(srv, methodTasksResult, func(ctx context.Context, ss *sdk.ServerSession, p *taskParams) (*rawResult, error) {
