@@ -139,6 +139,7 @@ func (n *Node) AttachAgent(tenant, sessionID string) (*AgentPort, error) {
 			t = &textAgent{s: s}
 			t.a = textagent.New(t, t.options())
 			s.agentDirty = true
+			defer s.saveJournal() // the record says the session has a text agent: its state is journaled
 		}
 		p := &AgentPort{s: s, t: t, waiting: make(map[string]*portCall), done: make(chan struct{}), changes: make(chan struct{})}
 		t.port = p

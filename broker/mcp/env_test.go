@@ -56,6 +56,7 @@ type env struct {
 	mcpURL string // http://127.0.0.1:PORT/mcp
 	wsURL  string // ws://127.0.0.1:PORT/v1/ws
 	logs   *syncBuffer
+	srv    *http.Server // the HTTP server of /mcp and /v1/ws
 }
 
 // suiteConfig is the broker configuration of the scenarios: calls go to the background only
@@ -113,7 +114,7 @@ func startEnvMCP(t *testing.T, opts brokertest.Options, mo mcp.Options, wrap fun
 		defer close(served)
 		_ = srv.Serve(ln)
 	}()
-	e := &env{t: t, store: store, b: b, url: "http://" + ln.Addr().String(), logs: logs}
+	e := &env{t: t, store: store, b: b, url: "http://" + ln.Addr().String(), logs: logs, srv: srv}
 	b.Node.Advertise(e.url) // the server with /mcp: other nodes forward MCP requests here
 	e.mcpURL = e.url + "/mcp"
 	e.wsURL = "ws://" + ln.Addr().String() + "/v1/ws"

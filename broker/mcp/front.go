@@ -320,7 +320,7 @@ func (s *streamWriter) keepAlive(every time.Duration) {
 			next = every // the SDK has not opened the stream (or refused it)
 		} else if next <= 0 {
 			if _, err := s.w.Write([]byte(": keepalive\n\n")); err == nil {
-				err = s.rc.Flush()
+				_ = s.rc.Flush() // a failed write or flush ends the request, which closes s
 			}
 			s.last = time.Now()
 			next = every
