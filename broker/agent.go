@@ -27,9 +27,10 @@ func newTextAgent(s *Session, sl *Slot) *textAgent {
 	return t
 }
 
-// options are the text-agent protocol's options of a WebSocket agent.
+// options are the text-agent protocol's options: a WebSocket agent's, or, for the conversation
+// of MCP clients (no slot), the MCP mode (SPEC 14).
 func (t *textAgent) options() textagent.Options {
-	return textagent.Options{BackgroundAfter: t.s.node.cfg.BackgroundAfter}
+	return textagent.Options{BackgroundAfter: t.s.node.cfg.BackgroundAfter, PromptsInResults: t.slot == nil}
 }
 
 func (t *textAgent) handle(f frames.Frame) { t.s.agentDirty = true; t.a.Handle(f) }
@@ -47,8 +48,10 @@ func (t *textAgent) After(d time.Duration, fn func()) func() {
 // Send implements textagent.Env: frames go to the agent's slot (kept in its outbox while the
 // agent is away).
 func (t *textAgent) Send(f frames.Frame) {
-	if t.port != nil {
-		if r, ok := f.(*frames.AgentToolResult); ok {
+	if t.slot == nil {
+		// The conversation of MCP clients: a result goes to the request of the attached port
+		// that waits for it (none: the request went away with its MCP session).
+		if r, ok := f.(*frames.AgentToolResult); ok && t.port != nil {
 			t.port.deliver(r)
 		}
 		return
@@ -94,7 +97,7 @@ func (t *textAgent) StartCall(r textagent.CallRequest) (string, string) {
 	}
 	nc := jobs.NewCall{Tenant: s.tenant, SessionID: s.id, Arguments: r.Arguments, ConversationID: r.ConversationID,
 		AgentCallID: r.CallID, ParentCallID: r.ParentCallID}
-	if t.port != nil {
+	if t.slot == nil {
 		nc.CallID = r.CallID // an MCP client's id of a call is its broker call id (SPEC 14)
 	} else {
 		nc.CallID = jobs.DerivedCallID(s.id, t.slot.id, r.ConversationID, r.CallID)
@@ -102,7 +105,7 @@ func (t *textAgent) StartCall(r textagent.CallRequest) (string, string) {
 	if r.Local {
 		nc.Local, nc.Tool = true, jobs.Tool{Name: r.Name}
 		j, err := s.engine().Call(s.ctx(), nc)
-		if errors.Is(err, jobs.ErrCallExists) && t.port == nil {
+		if errors.Is(err, jobs.ErrCallExists) && t.slot != nil {
 			return t.madeBefore(nc)
 		}
 		if err != nil {
@@ -119,9 +122,12 @@ func (t *textAgent) StartCall(r textagent.CallRequest) (string, string) {
 		return "", msg
 	}
 	nc.Slot, nc.Tool = sl.id, tool.Job
+	if r.Task {
+		nc.TaskTTLMS = taskTTL(tool.Job, r.TaskTTLMS)
+	}
 	nc.Frame = s.callFrameOut(sl, tool)
 	j, err := s.engine().Call(s.ctx(), nc)
-	if errors.Is(err, jobs.ErrCallExists) && t.port == nil {
+	if errors.Is(err, jobs.ErrCallExists) && t.slot != nil {
 		return t.madeBefore(nc)
 	}
 	if err != nil {
@@ -141,6 +147,26 @@ func (t *textAgent) StartCall(r textagent.CallRequest) (string, string) {
 	}
 	return j.CallID, ""
 }
+
+// taskTTL is the ttl of an MCP task of tool (SPEC 14): the ttl asked for in ms, clamped to the
+// tool's deferred_timeout or, for a tool that is not deferred, to 10 minutes; absent (0 or
+// less), the clamp itself.
+func taskTTL(tool jobs.Tool, asked int64) int64 {
+	limit := maxUndeferredTaskTTL
+	if tool.Deferred {
+		limit = tool.DeferredTimeout
+		if limit <= 0 {
+			limit = jobs.DefaultDeferredTimeout
+		}
+	}
+	if asked <= 0 || asked > limit.Milliseconds() {
+		return limit.Milliseconds()
+	}
+	return asked
+}
+
+// maxUndeferredTaskTTL bounds the ttl of a task of a tool that is not deferred (SPEC 14).
+const maxUndeferredTaskTTL = 10 * time.Minute
 
 // LocalResult implements textagent.Env.
 func (t *textAgent) LocalResult(brokerID string, output json.RawMessage, errText string, isError bool) error {

@@ -6,23 +6,32 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/backchannel-io/backchannel/broker/textagent"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 )
 
-// AgentPort attaches a text agent that speaks no frames — the MCP facade (SPEC 14) — to a
-// session's root conversation. Every call blocks until its result; every result carries the
-// prompts queued for the session (header pending_prompts), as MCP has no turns.
+// AgentPort attaches a text agent that speaks no frames — an MCP session of the MCP facade
+// (SPEC 14) — to a session's root conversation. Every call blocks until its result; every
+// result carries the prompts queued for the session (header pending_prompts), as MCP has no
+// turns. The conversation is the session's, not the port's: when the port is detached (the MCP
+// session ended, or another one took the conversation over) its background calls, queued
+// results, prompts and tasks stay for the next agent of the session.
 type AgentPort struct {
 	s *Session
 	t *textAgent
 
-	// done is closed once the port is detached: by Close, or when its session ends.
+	// done is closed once the port is detached: by Close, a takeover, or the session's end.
 	done chan struct{}
+	// takenOver is set before done is closed when another MCP session took the conversation.
+	takenOver atomic.Bool
 	// tools delivers the session's tools to the OnToolsChanged listener, in order.
 	tools toolsNotifier
+
+	chMu    sync.Mutex
+	changes chan struct{} // closed (and replaced) when a job of one of the conversation's tasks changes
 
 	// Owned by the session's event loop.
 	waiting map[string]*portCall // open calls by the agent's call id
@@ -82,11 +91,18 @@ type ToolInfo struct {
 	Parameters  json.RawMessage
 }
 
-// ErrAgentAttached is returned when the session already has a text agent or a caller.
+// ErrAgentAttached is returned when the session already has a WebSocket text agent or a caller.
 var ErrAgentAttached = errors.New("broker: the session already has a text agent or a caller")
 
-// AttachAgent attaches a port to a session of tenant (a new session when sessionID is ""). It
-// answers ErrUnknownSession for a session the tenant cannot see.
+// ErrTakenOver is returned by a call that was open when another MCP session took its
+// conversation over (SPEC 14).
+var ErrTakenOver = errors.New("broker: session taken over")
+
+// AttachAgent attaches a port to the root conversation of a session of tenant (a new session
+// when sessionID is ""). A port attached already — another MCP session's — is detached first:
+// the conversation is taken over (SPEC 14), its open calls end with ErrTakenOver. It answers
+// ErrUnknownSession for a session the tenant cannot see, and ErrAgentAttached for one with a
+// WebSocket agent or a caller.
 func (n *Node) AttachAgent(tenant, sessionID string) (*AgentPort, error) {
 	var s *Session
 	if sessionID == "" {
@@ -109,14 +125,25 @@ func (n *Node) AttachAgent(tenant, sessionID string) (*AgentPort, error) {
 			reply <- result{nil, ErrUnknownSession}
 			return
 		}
-		if s.agent != nil || s.caller != nil || s.port != nil {
+		if s.agent != nil || s.caller != nil {
 			reply <- result{nil, ErrAgentAttached}
 			return
 		}
-		p := &AgentPort{s: s, waiting: make(map[string]*portCall), done: make(chan struct{})}
-		p.t = &textAgent{s: s, port: p}
-		p.t.a = textagent.New(p.t, textagent.Options{BackgroundAfter: s.node.cfg.BackgroundAfter, PromptsInResults: true})
-		s.port, s.text = p, p.t
+		if old := s.port; old != nil {
+			old.takenOver.Store(true)
+			old.detach() // its open calls return ErrTakenOver and are abandoned
+			s.port = nil
+		}
+		t := s.text
+		if t == nil || t.slot != nil {
+			t = &textAgent{s: s}
+			t.a = textagent.New(t, t.options())
+			s.agentDirty = true
+			defer s.saveJournal() // the record says the session has a text agent: its state is journaled
+		}
+		p := &AgentPort{s: s, t: t, waiting: make(map[string]*portCall), done: make(chan struct{}), changes: make(chan struct{})}
+		t.port = p
+		s.port, s.text = p, t
 		s.stopIdle()
 		reply <- result{p, nil}
 	}) {
@@ -149,9 +176,14 @@ func (p *AgentPort) toolsChanged() {
 	p.tools.notify(p.s.toolInfos())
 }
 
-// Done is closed once the port is detached: by Close, or when its session ends (SPEC 3.6). The
-// MCP session of a port whose Done is closed has nothing left to serve.
+// Done is closed once the port is detached: by Close, by a takeover (TakenOver), or when its
+// session ends (SPEC 3.6). The MCP session of a port whose Done is closed has nothing left to
+// serve.
 func (p *AgentPort) Done() <-chan struct{} { return p.done }
+
+// TakenOver reports whether the port was detached because another MCP session took its
+// conversation over (SPEC 14).
+func (p *AgentPort) TakenOver() bool { return p.takenOver.Load() }
 
 // SessionID is the port's session.
 func (p *AgentPort) SessionID() string { return p.s.id }
@@ -176,8 +208,9 @@ func (p *AgentPort) Tools(ctx context.Context) []ToolInfo {
 // port whose session has ended is answered with an error result.
 //
 // When ctx ends first, or the port is detached while the call is open (Close: the MCP session
-// ended), the request is abandoned: a host or local call is cancelled (agent_request), a wait
-// only stops waiting (SPEC 14); Call then returns ctx.Err() or ErrPortClosed.
+// ended; a takeover), the request is abandoned: a host or local call is cancelled
+// (agent_request), a wait only stops waiting (SPEC 14); Call then returns ctx.Err(),
+// ErrTakenOver or ErrPortClosed.
 func (p *AgentPort) Call(ctx context.Context, callID, name string, args json.RawMessage, progress func(string)) (frames.AgentToolResult, error) {
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
@@ -197,7 +230,7 @@ func (p *AgentPort) Call(ctx context.Context, callID, name string, args json.Raw
 			return
 		}
 		p.waiting[callID] = pc
-		p.t.a.Handle(&frames.AgentToolCall{CallID: callID, ConversationID: textagent.RootConversation, Name: name, Arguments: args})
+		p.t.handle(&frames.AgentToolCall{CallID: callID, ConversationID: textagent.RootConversation, Name: name, Arguments: args})
 	}) {
 		return endedResult(callID), nil
 	}
@@ -209,6 +242,9 @@ func (p *AgentPort) Call(ctx context.Context, callID, name string, args json.Raw
 		p.abandon(callID, name)
 		if err := ctx.Err(); err != nil {
 			return frames.AgentToolResult{}, err
+		}
+		if p.TakenOver() {
+			return frames.AgentToolResult{}, ErrTakenOver
 		}
 		return frames.AgentToolResult{}, ErrPortClosed
 	case <-ctx.Done():
@@ -232,6 +268,7 @@ func (p *AgentPort) abandon(callID, name string) {
 	s := p.s
 	s.post(func() {
 		delete(p.waiting, callID)
+		s.agentDirty = true
 		if name == "wait" {
 			p.t.a.CancelWait(textagent.RootConversation, callID)
 			return
@@ -266,9 +303,10 @@ func (p *AgentPort) progress(brokerID, note string) {
 	}
 }
 
-// Close detaches the port (the MCP session ended): the calls still open are abandoned (see
-// Call), and the session then lives on for its resume window like one whose connections
-// dropped.
+// Close detaches the port (the MCP session ended: DELETE, idle): the calls still open are
+// abandoned (see Call). The conversation stays — background calls go on, their results stay
+// queued for the next agent of the session (SPEC 14) — and the session lives on for its resume
+// window like one whose connections dropped.
 func (p *AgentPort) Close() {
 	s := p.s
 	s.post(func() {
@@ -278,9 +316,8 @@ func (p *AgentPort) Close() {
 		p.detach()
 		if s.port == p {
 			s.port = nil
-			if s.text == p.t {
-				s.text.ending()
-				s.text = nil
+			if p.t.port == p {
+				p.t.port = nil
 			}
 		}
 		s.armIdle()
@@ -315,7 +352,7 @@ func (p *AgentPort) sessionEnded() {
 	p.detach()
 }
 
-// callID mints the agent-facing id of an MCP call: its broker call id (SPEC 14).
+// newPortCallID mints the agent-facing id of an MCP call: its broker call id (SPEC 14).
 func newPortCallID() string { return jobs.NewCallID() }
 
 // NewCallID mints the id of a port call: the broker call id its job will have.
@@ -335,4 +372,149 @@ func (s *Session) toolInfos() []ToolInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// agentText is the text-agent side of a WebSocket agent that attaches with slot sl: a
+// conversation that MCP clients left (SPEC 14: their background calls' results stay for the
+// next agent of the session, MCP or frames) is continued in the WebSocket mode; otherwise a
+// new one starts.
+func (s *Session) agentText(sl *Slot) *textAgent {
+	old := s.text
+	t := newTextAgent(s, sl)
+	if old != nil && old.slot == nil && old.port == nil {
+		t.a = textagent.Restore(t, t.options(), old.a.Export())
+		old.ending()
+	}
+	return t
+}
+
+// portText is the text-agent side of the conversation of MCP clients (no slot, no port yet)
+// restored from st: the session was taken over by this node (SPEC 15).
+func (s *Session) portText(st textagent.State) *textAgent {
+	t := &textAgent{s: s}
+	t.a = textagent.Restore(t, t.options(), st)
+	return t
+}
+
+// taskChanged wakes whoever waits for a change of the conversation's tasks (Changes).
+func (p *AgentPort) taskChanged() {
+	p.chMu.Lock()
+	close(p.changes)
+	p.changes = make(chan struct{})
+	p.chMu.Unlock()
+}
+
+// Changes returns a channel that is closed at the next change of a job of one of the
+// conversation's tasks (its state, its progress, its interactions).
+func (p *AgentPort) Changes() <-chan struct{} {
+	p.chMu.Lock()
+	defer p.chMu.Unlock()
+	return p.changes
+}
+
+// StartTask starts a task-augmented call of a host tool (SPEC 14, MCP Tasks) with the agent's
+// id callID (its broker call id): a background call from the start, with no placeholder and no
+// completion prompt. ttlMS is the ttl the client asked for (0: none), clamped by the broker.
+// A non-empty errText means no task was made: the call failed at once (its error result, as
+// the call would have answered).
+func (p *AgentPort) StartTask(ctx context.Context, callID, name string, args json.RawMessage, ttlMS int64) (errText string, err error) {
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	return portDo(ctx, p, func() (string, error) {
+		s := p.s
+		s.agentDirty = true
+		_, errText := p.t.a.TaskCall(callID, name, args, ttlMS)
+		if errText != "" {
+			return textagent.ErrorResult(errText).String(), nil
+		}
+		return "", nil
+	})
+}
+
+// portDo runs fn on the session's event loop while the port is attached and returns its
+// answer: ErrPortClosed (or ErrTakenOver) once it is not, ErrUnknownSession once the session
+// ended.
+func portDo[T any](ctx context.Context, p *AgentPort, fn func() (T, error)) (T, error) {
+	type answer struct {
+		v   T
+		err error
+	}
+	reply := make(chan answer, 1)
+	var zero T
+	if !p.s.post(func() {
+		switch {
+		case p.s.ended:
+			reply <- answer{zero, ErrUnknownSession}
+		case p.closed && p.TakenOver():
+			reply <- answer{zero, ErrTakenOver}
+		case p.closed:
+			reply <- answer{zero, ErrPortClosed}
+		default:
+			v, err := fn()
+			reply <- answer{v, err}
+		}
+	}) {
+		return zero, ErrUnknownSession
+	}
+	select {
+	case a := <-reply:
+		return a.v, a.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// Tasks lists the ids of the conversation's tasks, oldest first (the conversation's state,
+// journaled like a WebSocket agent's: SPEC 15).
+func (p *AgentPort) Tasks(ctx context.Context) ([]string, error) {
+	return portDo(ctx, p, func() ([]string, error) { return p.t.a.Tasks(), nil })
+}
+
+// Task reads the job of the conversation's task callID from the store: a task's state is its
+// job's, on whichever node asks (SPEC 14, 15). It answers jobs.ErrUnknownCall for a call that
+// is not a task of the session.
+func (p *AgentPort) Task(ctx context.Context, callID string) (*jobs.Job, error) {
+	j, err := p.s.engine().Reload(ctx, p.s.addr(callID))
+	if err != nil {
+		return nil, err
+	}
+	if j.SessionID != p.s.id || j.TaskTTLMS <= 0 || j.ConversationID != textagent.RootConversation {
+		return nil, jobs.ErrUnknownCall
+	}
+	return j, nil
+}
+
+// Timeline reads the session's timeline from the store (a task's status message is its
+// latest progress note or milestone).
+func (p *AgentPort) Timeline(ctx context.Context) ([]jobs.Entry, error) {
+	return p.s.engine().Timeline(ctx, p.s.tenant, p.s.id, 0)
+}
+
+// ConsumeTask marks the result of the finished task callID consumed, as a wait would: a later
+// wait for it answers that it was consumed (SPEC 14: tasks/result). It returns the prompts
+// queued for the session, which the answer delivers (header pending_prompts).
+func (p *AgentPort) ConsumeTask(ctx context.Context, callID string) ([]string, error) {
+	return portDo(ctx, p, func() ([]string, error) {
+		p.s.agentDirty = true
+		return p.t.a.ConsumeTask(callID), nil
+	})
+}
+
+// CancelTask cancels the job of task callID (tool_cancel reason agent_request, exactly once:
+// SPEC 14) and answers what the job engine did.
+func (p *AgentPort) CancelTask(ctx context.Context, callID string) (frames.CancelResult, error) {
+	return portDo(ctx, p, func() (frames.CancelResult, error) {
+		s := p.s
+		res, _, err := s.engine().Cancel(s.ctx(), s.addr(callID), frames.CancelAgentRequest)
+		return res, err
+	})
+}
+
+// AnswerInteraction answers the open interaction of the task callID for the agent (an MCP
+// client's elicitation answer): the host gets tool_interaction_answer (SPEC 9, 14).
+func (p *AgentPort) AnswerInteraction(ctx context.Context, callID, interactionID, option, text string) (frames.InteractionUpdateResult, error) {
+	return portDo(ctx, p, func() (frames.InteractionUpdateResult, error) {
+		return p.s.answerInteraction(callID, interactionID, option, text)
+	})
 }

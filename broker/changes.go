@@ -41,6 +41,9 @@ func (s *Session) handleChange(c jobs.Change) {
 		text = s.text.a
 		s.agentDirty = true
 	}
+	if s.port != nil && j.TaskTTLMS > 0 {
+		defer s.port.taskChanged() // after the text agent's side: an MCP task's state (SPEC 14)
+	}
 	switch c.Event {
 	case jobs.EventDeferred:
 		if text != nil {

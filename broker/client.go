@@ -381,7 +381,7 @@ func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, 
 			return nil, frames.Errorf(frames.CodeForbidden, "the session already has a caller or a text agent")
 		}
 	case frames.RoleAgent:
-		if s.agent != nil || s.caller != nil {
+		if s.agent != nil || s.caller != nil || s.port != nil {
 			return nil, frames.Errorf(frames.CodeForbidden, "the session already has a text agent or a caller")
 		}
 	case frames.RoleHost:
@@ -398,7 +398,7 @@ func (s *Session) attach(h *frames.Hello, tr Transport, created bool) (*Client, 
 		s.caller = sl
 	case frames.RoleAgent:
 		s.agent = sl
-		s.text = newTextAgent(s, sl)
+		s.text = s.agentText(sl) // continues a conversation MCP clients left (SPEC 14)
 	}
 	c, e := s.connect(sl, tr, created, h.ID, [32]byte{})
 	if e != nil {

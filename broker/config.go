@@ -25,6 +25,9 @@ type Config struct {
 	Heartbeat time.Duration
 	// BackgroundAfter is when a text agent's unfinished call goes to the background (default 2 s).
 	BackgroundAfter time.Duration
+	// MCPIdle is how long an MCP session with no request and no open stream lives on before the
+	// MCP facade closes it (SPEC 14: mcp_idle_ms, default 10 minutes).
+	MCPIdle time.Duration
 	// Limits are the limits of SPEC 2.
 	Limits Limits
 	// PublicURL is the base URL clients reach the broker at, for caller_url (default: taken
@@ -110,6 +113,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = 15 * time.Second
+	}
+	if c.MCPIdle <= 0 {
+		c.MCPIdle = DefaultMCPIdle
 	}
 	if c.BackgroundAfter <= 0 {
 		c.BackgroundAfter = 2 * time.Second
@@ -214,3 +220,6 @@ func (c *Config) tenants() []string {
 func engineOptions(c *Config, onChange func(jobs.Change)) jobs.Options {
 	return jobs.Options{Tenants: c.tenants(), OnChange: onChange, Logger: c.Logger, PermissionTimeout: c.PermissionTimeout, TimelineMaxBytes: c.Limits.TimelineMaxBytes}
 }
+
+// DefaultMCPIdle is the default of Config.MCPIdle (SPEC 14: mcp_idle_ms 600000).
+const DefaultMCPIdle = 10 * time.Minute

@@ -215,11 +215,12 @@ func (s *Session) stopHeldRetry() {
 	}
 }
 
-// agentState is the WebSocket text agent's state when it changed since it was last journaled
+// agentState is the text agent's state (a WebSocket agent's, or the conversation of MCP
+// clients) when it changed since it was last journaled
 // (nil otherwise), and its hash. Only an event that marked it (agentDirty: an agent frame, an
 // agent timer, a job change of the agent's) is exported.
 func (s *Session) agentState() ([]byte, uint64) {
-	if s.text == nil || s.text.port != nil || !s.agentDirty {
+	if s.text == nil || !s.agentDirty {
 		return nil, 0
 	}
 	s.agentDirty = false

@@ -121,7 +121,7 @@ func (s *Session) snapshot(now time.Time, full bool) parkedState {
 		return st
 	}
 	st.CallSeq = make(map[string]parkedCallOut, len(s.callSeq))
-	if s.text != nil && s.text.port == nil {
+	if s.text != nil {
 		ts := s.text.a.Export()
 		st.Text = &ts
 	}
@@ -261,6 +261,9 @@ func (n *Node) restore(p *cluster.ParkedSession, st *parkedState) *Session {
 				s.text.a = textagent.Restore(s.text, s.text.options(), *st.Text)
 			}
 		}
+	}
+	if s.text == nil && st.TextAgent && st.Text != nil {
+		s.text = s.portText(*st.Text) // the conversation of MCP clients (SPEC 14)
 	}
 	s.parked = st.Completions
 	s.adopt, s.restoring = true, true

@@ -22,6 +22,8 @@ type NewCall struct {
 	AgentCallID    string
 	Local          bool
 	ParentCallID   string
+	// TaskTTLMS marks the call of an MCP task and how long it may be read (Job.TaskTTLMS).
+	TaskTTLMS int64
 	// Frame, when set, is the job's tool_call, appended to its slot's outbox with the call's
 	// transition (FrameOut) when the job is created pending (not awaiting permission) and has no
 	// parent call.
@@ -45,7 +47,7 @@ func (e *Engine) Call(ctx context.Context, c NewCall) (*Job, error) {
 		j := &Job{
 			Tenant: c.Tenant, SessionID: c.SessionID, CallID: c.CallID, Tool: c.Tool,
 			Arguments: c.Arguments, Slot: c.Slot, ConversationID: c.ConversationID,
-			AgentCallID: c.AgentCallID, Local: c.Local, ParentCallID: c.ParentCallID,
+			AgentCallID: c.AgentCallID, Local: c.Local, ParentCallID: c.ParentCallID, TaskTTLMS: c.TaskTTLMS,
 			State: Pending, CreatedMS: now, DispatchedMS: now, ActivityMS: now,
 		}
 		if c.Tool.RequiresPermission {

@@ -81,6 +81,9 @@ type Job struct {
 	// ParentCallID is the call that stands for the sub-agent whose conversation made this call:
 	// when it is cancelled or times out, this job is closed with parent_cancelled (section 11).
 	ParentCallID string `json:"parent_call_id,omitempty"`
+	// TaskTTLMS is, for the call of an MCP task (SPEC 14), how long after CreatedMS the task
+	// may be read; 0 for every other call.
+	TaskTTLMS int64 `json:"task_ttl_ms,omitempty"`
 
 	State       State  `json:"state"`
 	Handle      string `json:"handle,omitempty"`

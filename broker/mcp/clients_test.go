@@ -166,6 +166,8 @@ type goOptions struct {
 	// probes the server with server/discover (SEP-2575) before falling back to initialize.
 	// The scenarios pin 2025-11-25 (initialize first) instead: see TestGoClientDefaultHandshake.
 	discover bool
+	// transport, when set, is the client's HTTP transport.
+	transport *http.Transport
 }
 
 func connectGo(t *testing.T, e *env, key, session string) (agent, connectInfo, error) {
@@ -175,6 +177,9 @@ func connectGo(t *testing.T, e *env, key, session string) (agent, connectInfo, e
 func connectGoWith(t *testing.T, e *env, key, session string, opts goOptions) (agent, connectInfo, error) {
 	t.Helper()
 	a := &goAgent{tr: &http.Transport{}, notes: make(map[string]func(note))}
+	if opts.transport != nil {
+		a.tr = opts.transport
+	}
 	kt := &keyTransport{base: a.tr, key: key, session: session}
 	client := sdk.NewClient(&sdk.Implementation{Name: "backchannel-mcp-go-test", Version: "1.0.0"}, &sdk.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
@@ -366,17 +371,22 @@ func installedSDKVersion() (string, error) {
 
 // tsEvent is one JSON line client.mjs prints.
 type tsEvent struct {
-	Event    string   `json:"event"`
-	ID       string   `json:"id"`
-	OK       bool     `json:"ok"`
-	Status   int      `json:"status"`
-	Session  string   `json:"session"`
-	MCP      string   `json:"mcp_session"`
-	Code     *int     `json:"code"`
-	Name     string   `json:"name"`
-	Message  string   `json:"message"`
-	Progress float64  `json:"progress"`
-	Tools    []string `json:"tools"`
+	Event    string         `json:"event"`
+	ID       string         `json:"id"`
+	OK       bool           `json:"ok"`
+	Status   int            `json:"status"`
+	Session  string         `json:"session"`
+	MCP      string         `json:"mcp_session"`
+	Code     *int           `json:"code"`
+	Name     string         `json:"name"`
+	Message  string         `json:"message"`
+	Progress float64        `json:"progress"`
+	Tools    []string       `json:"tools"`
+	Kind     string         `json:"kind"`
+	Task     *tsTask        `json:"task"`
+	Tasks    []tsTask       `json:"tasks"`
+	Meta     map[string]any `json:"meta"`
+	Schema   map[string]any `json:"schema"`
 	Result   *struct {
 		Content []struct {
 			Type string `json:"type"`
@@ -389,20 +399,32 @@ type tsEvent struct {
 // tsAgent is the TypeScript SDK's Client over StreamableHTTPClientTransport, in a Node.js
 // process: commands go to its stdin, events come from its stdout, one JSON object a line.
 type tsAgent struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stderr *syncBuffer
-	exited chan struct{} // the reader saw the end of stdout and the process was waited for
-	init   chan tsEvent
-	mcpID  string
-	quiet  bool // do not show stderr on failure
+	t       *testing.T
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	stderr  *syncBuffer
+	exited  chan struct{} // the reader saw the end of stdout and the process was waited for
+	init    chan tsEvent
+	elicits chan tsEvent // the elicitation/create requests the client answered
+	mcpID   string
+	quiet   bool // do not show stderr on failure
 
 	mu      sync.Mutex
 	seq     int
 	waiters map[string]chan tsEvent
 	notes   map[string]func(note)
 	once    sync.Once
+}
+
+// tsTask is a task as the TypeScript client got it.
+type tsTask struct {
+	TaskID        string `json:"taskId"`
+	Status        string `json:"status"`
+	StatusMessage string `json:"statusMessage"`
+	CreatedAt     string `json:"createdAt"`
+	LastUpdatedAt string `json:"lastUpdatedAt"`
+	TTL           int64  `json:"ttl"`
+	PollInterval  int64  `json:"pollInterval"`
 }
 
 // tsError is an error a request of the TypeScript client ended with.
@@ -422,7 +444,7 @@ func (e *tsError) Error() string {
 func connectTS(t *testing.T, e *env, key, session string) (agent, connectInfo, error) {
 	t.Helper()
 	node := ensureNode(t)
-	a := &tsAgent{t: t, stderr: &syncBuffer{}, exited: make(chan struct{}), init: make(chan tsEvent, 1),
+	a := &tsAgent{t: t, stderr: &syncBuffer{}, exited: make(chan struct{}), init: make(chan tsEvent, 1), elicits: make(chan tsEvent, 16),
 		waiters: make(map[string]chan tsEvent), notes: make(map[string]func(note))}
 	a.cmd = exec.Command(node, "client.mjs", e.mcpURL, key, session)
 	a.cmd.Dir = nodeDir
@@ -473,11 +495,23 @@ func (a *tsAgent) read(stdout io.Reader) {
 		switch ev.Event {
 		case "init":
 			a.init <- ev
-		case "progress":
+		case "progress", "streamed":
 			if fn := a.notes[ev.ID]; fn != nil {
+				msg := ev.Message
+				if ev.Event == "streamed" {
+					msg = ev.Kind
+					if ev.Task != nil {
+						msg += " " + ev.Task.Status
+					}
+				}
 				a.mu.Unlock()
-				fn(note{Progress: ev.Progress, Message: ev.Message})
+				fn(note{Progress: ev.Progress, Message: msg})
 				a.mu.Lock()
+			}
+		case "elicit":
+			select {
+			case a.elicits <- ev:
+			default:
 			}
 		default:
 			if ch := a.waiters[ev.ID]; ch != nil {

@@ -56,6 +56,7 @@ type env struct {
 	mcpURL string // http://127.0.0.1:PORT/mcp
 	wsURL  string // ws://127.0.0.1:PORT/v1/ws
 	logs   *syncBuffer
+	srv    *http.Server // the HTTP server of /mcp and /v1/ws
 }
 
 // suiteConfig is the broker configuration of the scenarios: calls go to the background only
@@ -83,13 +84,20 @@ func startEnvWith(t *testing.T, store string, cfg broker.Config, wrap func(http.
 // shared with another env make two nodes of one store).
 func startEnvOpts(t *testing.T, opts brokertest.Options, wrap func(http.Handler) http.Handler) *env {
 	t.Helper()
+	return startEnvMCP(t, opts, mcp.Options{}, wrap)
+}
+
+// startEnvMCP is startEnvOpts with the facade's options (its Logger is the env's).
+func startEnvMCP(t *testing.T, opts brokertest.Options, mo mcp.Options, wrap func(http.Handler) http.Handler) *env {
+	t.Helper()
 	store := opts.Store
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts.Config.Logger = log
 	b := brokertest.Start(t, opts)
 	wsh := ws.NewHandler(b.Node, ws.Options{Logger: log})
-	var facade http.Handler = mcp.New(b.Node, log)
+	mo.Logger = log
+	var facade http.Handler = mcp.NewHandler(b.Node, mo)
 	if wrap != nil {
 		facade = wrap(facade)
 	}
@@ -106,7 +114,7 @@ func startEnvOpts(t *testing.T, opts brokertest.Options, wrap func(http.Handler)
 		defer close(served)
 		_ = srv.Serve(ln)
 	}()
-	e := &env{t: t, store: store, b: b, url: "http://" + ln.Addr().String(), logs: logs}
+	e := &env{t: t, store: store, b: b, url: "http://" + ln.Addr().String(), logs: logs, srv: srv}
 	b.Node.Advertise(e.url) // the server with /mcp: other nodes forward MCP requests here
 	e.mcpURL = e.url + "/mcp"
 	e.wsURL = "ws://" + ln.Addr().String() + "/v1/ws"
@@ -259,7 +267,10 @@ func (e *env) dialHost(hello map[string]any) *host {
 	h := &host{t: e.t, c: c, in: make(chan frame, 4096), done: make(chan struct{})}
 	go h.read()
 	e.t.Cleanup(h.drop)
-	hello["type"], hello["protocol"], hello["role"] = "hello", "backchannel.v1", "host"
+	hello["type"], hello["protocol"] = "hello", "backchannel.v1"
+	if _, ok := hello["role"]; !ok {
+		hello["role"] = "host"
+	}
 	h.send(hello)
 	h.welcome = h.expect("welcome")
 	if _, ok := hello["tools"]; ok {

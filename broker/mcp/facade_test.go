@@ -105,7 +105,6 @@ func TestInitializeNamesSession(t *testing.T) {
 			{"a wrong API key naming the session", "not-a-key", sid, http.StatusUnauthorized},
 			{"another tenant's session", brokertest.KeyB, sid, http.StatusNotFound},
 			{"a session that does not exist", brokertest.KeyA, "no-such-session", http.StatusNotFound},
-			{"a second agent of the session", brokertest.KeyA, sid, http.StatusForbidden},
 		} {
 			_, info, err := k.connect(t, e, c.key, c.session)
 			if err == nil || info.Status != c.status {
@@ -114,6 +113,16 @@ func TestInitializeNamesSession(t *testing.T) {
 		}
 		// The refused initializes changed nothing: the client still works.
 		expectCall(t, a, "status", map[string]any{"state": "working", "title": testTitle}, textStatusWorking, false)
+		// A second MCP client of the session takes the conversation over (SPEC 14): the first
+		// MCP session is closed and its id answers 404 from then on.
+		b, info := mustConnect(t, e, k, brokertest.KeyA, sid)
+		if info.Status != http.StatusOK {
+			t.Errorf("a second MCP client's initialize: HTTP %d, want 200 (a takeover)", info.Status)
+		}
+		if code := mcpSessionStatus(t, e, a.MCPSession()); code != http.StatusNotFound {
+			t.Errorf("the MCP session taken over answers HTTP %d, want 404", code)
+		}
+		expectCall(t, b, "status", map[string]any{"state": "working", "title": testTitle}, textStatusWorking, false)
 	})
 }
 

@@ -13,11 +13,18 @@
 // request without an MCP session (`server/discover`, a malformed body) is answered by the SDK
 // on a server that is bound to none.
 //
-// The MCP session and the Backchannel session end together where SPEC 3.6 says so: when the
-// MCP session ends (DELETE, idle timeout) its open requests are abandoned — a call is
-// cancelled with reason agent_request, a wait only stops waiting — and the client is detached
-// at once; when the Backchannel session ends, the open requests are answered and the MCP
-// session is closed.
+// The agent slot belongs to the conversation, not to one MCP session: an initialize naming a
+// session whose conversation another MCP session holds takes it over (the old MCP session is
+// closed, its open requests end with JSON-RPC error -32000 "session taken over"). When an MCP
+// session ends (DELETE, mcp_idle_ms without a request or an open stream, a takeover) its open
+// requests are abandoned — a call is cancelled with reason agent_request, a wait only stops
+// waiting — and the conversation stays for the session's next agent; when the Backchannel
+// session ends, the open requests are answered and the MCP session is closed.
+//
+// go-sdk v1.8.0 lacks what SPEC 14 asks in two places, which the facade adds around it: the
+// front layer (front.go) answers every malformed or unknown request with a JSON-RPC error and
+// keeps the stream of a blocking request alive; MCP Tasks (tasks.go) are the SDK's custom
+// methods plus a middleware for task-augmented tools/call.
 package mcp
 
 import (
@@ -29,10 +36,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/backchannel-io/backchannel/broker"
@@ -49,14 +59,34 @@ const mcpSessionHeader = "Mcp-Session-Id"
 // tell an initialize from anything else (the SDK's own default limit).
 const maxBodyBytes = sdk.DefaultMaxRequestBodyBytes
 
+// Options configure a Handler.
+type Options struct {
+	// Logger logs the facade's troubles (slog.Default when nil).
+	Logger *slog.Logger
+	// KeepAlive is the longest a blocking request's event stream goes without a write (SPEC 14:
+	// at least every 15 s; DefaultKeepAlive when 0).
+	KeepAlive time.Duration
+	// Idle is how long an MCP session with no request and no open stream lives (SPEC 14:
+	// mcp_idle_ms; the node's Config.MCPIdle when 0).
+	Idle time.Duration
+}
+
+// DefaultKeepAlive is the default of Options.KeepAlive.
+const DefaultKeepAlive = 15 * time.Second
+
 // Handler serves /mcp for a node.
 type Handler struct {
-	node   *broker.Node
-	log    *slog.Logger
-	stream *sdk.StreamableHTTPHandler
+	node      *broker.Node
+	log       *slog.Logger
+	keepAlive time.Duration
+	idle      time.Duration
+	stream    *sdk.StreamableHTTPHandler
 	// unbound serves the requests without an MCP session that are not initialize (such as
 	// server/discover): it is bound to no Backchannel session.
 	unbound *sdk.Server
+
+	// modern serves the protocol of 2026-07-28 (modern.go).
+	modern *modern
 
 	mu       sync.Mutex
 	sessions map[string]*binding // by Mcp-Session-Id
@@ -74,15 +104,24 @@ type binding struct {
 	cancel  context.CancelFunc
 	release sync.Once
 
-	mu    sync.Mutex
-	posts int           // POST requests of the MCP session being served
-	quiet chan struct{} // closed when posts drops to zero (made by whoever waits for it)
+	// ss is the SDK's session, once initialize succeeded.
+	ss atomic.Pointer[sdk.ServerSession]
+
+	mu      sync.Mutex
+	posts   int           // POST requests of the MCP session being served
+	quiet   chan struct{} // closed when posts drops to zero (made by whoever waits for it)
+	streams []*streamWriter
+	idleFor time.Duration // mcp_idle_ms
+	timer   *time.Timer   // runs while no request and no stream is open
+	onIdle  func()
+	gone    bool // released: no timer is armed again
 }
 
 // enter counts a POST request of the MCP session in; leave counts it out.
 func (b *binding) enter() {
 	b.mu.Lock()
 	b.posts++
+	b.stopTimerLocked()
 	b.mu.Unlock()
 }
 
@@ -93,6 +132,72 @@ func (b *binding) leave() {
 	if b.posts == 0 && b.quiet != nil {
 		close(b.quiet)
 		b.quiet = nil
+	}
+	b.armLocked()
+}
+
+// openStream counts a standalone stream (GET) in, until closeStream.
+func (b *binding) openStream(s *streamWriter) {
+	b.mu.Lock()
+	b.streams = append(b.streams, s)
+	b.stopTimerLocked()
+	b.mu.Unlock()
+}
+
+func (b *binding) closeStream(s *streamWriter) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, x := range b.streams {
+		if x == s {
+			b.streams = append(b.streams[:i:i], b.streams[i+1:]...)
+			break
+		}
+	}
+	b.armLocked()
+}
+
+// notify writes a notification of the facade's own on the MCP session's standalone streams.
+func (b *binding) notify(method string, params any) {
+	data, err := json.Marshal(struct {
+		JSONRPC string `json:"jsonrpc"`
+		Method  string `json:"method"`
+		Params  any    `json:"params"`
+	}{"2.0", method, params})
+	if err != nil {
+		return
+	}
+	b.mu.Lock()
+	streams := slices.Clone(b.streams)
+	b.mu.Unlock()
+	for _, s := range streams {
+		s.event(data)
+	}
+}
+
+// armLocked starts the idle timer when nothing of the MCP session is open (SPEC 14).
+func (b *binding) armLocked() {
+	if b.gone || b.posts > 0 || len(b.streams) > 0 || b.timer != nil || b.onIdle == nil {
+		return
+	}
+	b.timer = time.AfterFunc(b.idleFor, b.expire)
+}
+
+func (b *binding) stopTimerLocked() {
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+}
+
+// expire closes an MCP session that stayed idle for mcp_idle_ms.
+func (b *binding) expire() {
+	b.mu.Lock()
+	fire := !b.gone && b.posts == 0 && len(b.streams) == 0 && b.timer != nil
+	b.timer = nil
+	fn := b.onIdle
+	b.mu.Unlock()
+	if fire {
+		fn()
 	}
 }
 
@@ -123,10 +228,22 @@ type ctxKey struct{}
 
 // New returns the /mcp handler of node.
 func New(node *broker.Node, log *slog.Logger) *Handler {
+	return NewHandler(node, Options{Logger: log})
+}
+
+// NewHandler returns the /mcp handler of node with opts.
+func NewHandler(node *broker.Node, opts Options) *Handler {
+	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	h := &Handler{node: node, log: log, sessions: make(map[string]*binding)}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = DefaultKeepAlive
+	}
+	if opts.Idle <= 0 {
+		opts.Idle = node.Config().MCPIdle
+	}
+	h := &Handler{node: node, log: log, keepAlive: opts.KeepAlive, idle: opts.Idle, sessions: make(map[string]*binding)}
 	h.unbound = sdk.NewServer(implementation, &sdk.ServerOptions{
 		Instructions: instructions,
 		Capabilities: capabilities(),
@@ -144,7 +261,8 @@ func New(node *broker.Node, log *slog.Logger) *Handler {
 			return srv
 		}
 		return nil
-	}, &sdk.StreamableHTTPOptions{Logger: log, SessionTimeout: 30 * time.Minute, DisableLocalhostProtection: true})
+	}, &sdk.StreamableHTTPOptions{Logger: log, DisableLocalhostProtection: true})
+	h.modern = newModern(h)
 	return h
 }
 
@@ -154,8 +272,9 @@ var implementation = &sdk.Implementation{Name: "backchannel", Version: "1"}
 // instructions tell an MCP client how the session's tools behave.
 const instructions = "Slow tools run in the background: use `wait` to get their results, `cancel` to stop them and `status` to report what you are doing."
 
-// capabilities are the facade's server capabilities: tools, whose list changes as hosts
-// declare theirs.
+// capabilities are the facade's server capabilities as go-sdk declares them: tools, whose list
+// changes as hosts declare theirs (the tasks capability is added to initialize's answer:
+// tasks.go).
 func capabilities() *sdk.ServerCapabilities {
 	return &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}}
 }
@@ -166,6 +285,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tenant, ok := h.node.Tenant(broker.BearerToken(r))
 	if !ok {
 		broker.WriteHTTPError(w, http.StatusUnauthorized, frames.CodeUnauthorized, "a valid API key is required: Authorization: Bearer KEY")
+		return
+	}
+	if h.modern.is(r) {
+		h.modern.serveHTTP(w, r, tenant) // the protocol of 2026-07-28: no MCP session
 		return
 	}
 	if id := r.Header.Get(mcpSessionHeader); id != "" {
@@ -179,7 +302,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if b == nil || b.tenant != tenant {
+		if b == nil || b.tenant != tenant || b.port.TakenOver() {
 			broker.WriteHTTPError(w, http.StatusNotFound, frames.CodeNotFound, "no such MCP session")
 			return
 		}
@@ -189,9 +312,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// SDK's close (which waits for them) completes, and the Backchannel session is
 			// free for the next client at once.
 			h.release(b)
+		case http.MethodGet:
+			sw := shareStream(w, h.keepAlive)
+			b.openStream(sw)
+			defer b.closeStream(sw)
+			defer sw.close()
+			h.stream.ServeHTTP(sw, r)
+			return
 		case http.MethodPost:
+			body, ok := readBody(w, r)
+			if !ok {
+				return
+			}
+			o := front(body, true)
+			if o.answer != nil || o.accepted {
+				b.enter()
+				writeAnswer(w, o)
+				b.leave()
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(o.body))
+			r.ContentLength = int64(len(o.body))
 			b.enter()
 			defer b.leave()
+			if o.blocking && acceptsEventStream(r) {
+				// Opened at once, and written to at least every keepAlive while the request
+				// blocks (SPEC 14).
+				sw := openStream(w, h.keepAlive)
+				defer sw.close()
+				h.stream.ServeHTTP(sw, r)
+				return
+			}
 		}
 		h.stream.ServeHTTP(w, r)
 		return
@@ -200,23 +351,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.stream.ServeHTTP(w, r)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
-	if err != nil {
-		broker.WriteHTTPError(w, http.StatusBadRequest, frames.CodeBadFrame, "reading the request body: "+err.Error())
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
-	if len(body) > maxBodyBytes {
-		broker.WriteHTTPError(w, http.StatusRequestEntityTooLarge, frames.CodeLimitExceeded, "the request body is over the limit of 4 MiB")
+	if o := front(body, false); o.answer != nil || o.accepted {
+		writeAnswer(w, o)
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if !isInitialize(body) {
-		// Not an initialize (server/discover, a request without its session, a malformed
-		// body): the SDK answers it; no Backchannel session is created or bound (SPEC 14).
+		// Not an initialize (server/discover, a request without its session): the SDK answers
+		// it; no Backchannel session is created or bound (SPEC 14).
 		h.stream.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, h.unbound)))
 		return
 	}
 	h.initialize(w, r, tenant)
+}
+
+// readBody reads a POST body within the SDK's limit; a body it cannot read is answered.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	if err != nil {
+		broker.WriteHTTPError(w, http.StatusBadRequest, frames.CodeBadFrame, "reading the request body: "+err.Error())
+		return nil, false
+	}
+	if len(body) > maxBodyBytes {
+		broker.WriteHTTPError(w, http.StatusRequestEntityTooLarge, frames.CodeLimitExceeded, "the request body is over the limit of 4 MiB")
+		return nil, false
+	}
+	return body, true
 }
 
 // initialize serves an initialize request: it attaches a port to the session the request
@@ -242,7 +406,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant stri
 	}
 	// The MCP session's id starts with the Backchannel session's, so that any node can tell
 	// which node serves it.
-	b := &binding{tenant: tenant, id: port.SessionID() + "." + rand.Text(), port: port}
+	b := &binding{tenant: tenant, id: port.SessionID() + "." + rand.Text(), port: port, idleFor: h.idle}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.server = h.newServer(b)
 	// The binding is known before the client can learn its Mcp-Session-Id, so that every
@@ -262,6 +426,17 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant stri
 		h.release(b) // initialize failed (or the session is gone already): nothing stays bound
 		return
 	}
+	b.ss.Store(ss)
+	go h.watchTasks(b)
+	// An MCP session with no request and no open stream for mcp_idle_ms is closed as DELETE
+	// closes it (SPEC 14): its conversation stays.
+	b.mu.Lock()
+	b.onIdle = func() {
+		h.release(b)
+		_ = ss.Close()
+	}
+	b.armLocked()
+	b.mu.Unlock()
 	closed := make(chan struct{})
 	go func() {
 		_ = ss.Wait()
@@ -272,8 +447,8 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant stri
 		case <-closed: // the MCP session ended
 		case <-b.ctx.Done(): // the client deleted its MCP session
 		case <-port.Done():
-			// The Backchannel session ended (or the node is shutting down): the open requests
-			// have their answers. The SDK drops the responses that are not written by the
+			// The Backchannel session ended (or the node is shutting down), or another MCP
+			// session took the conversation over: the open requests have their answers. The SDK drops the responses that are not written by the
 			// time a close starts, so the MCP session is closed once they went out.
 			timer := time.NewTimer(answerGrace)
 			select {
@@ -300,6 +475,10 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant stri
 // MCP session is forgotten. It may be called more than once.
 func (h *Handler) release(b *binding) {
 	b.release.Do(func() {
+		b.mu.Lock()
+		b.gone = true
+		b.stopTimerLocked()
+		b.mu.Unlock()
 		b.cancel()
 		b.port.Close()
 		h.mu.Lock()
@@ -344,12 +523,35 @@ func (h *Handler) newServer(b *binding) *sdk.Server {
 	// `Tool NAME is not available` from the broker (SPEC 4), not a protocol error.
 	srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			if call, ok := req.(*sdk.CallToolRequest); ok && method == "tools/call" && call.Params != nil {
-				return h.callTool(ctx, b, call)
+			switch method {
+			case "tools/call":
+				if call, ok := req.(*sdk.CallToolRequest); ok && call.Params != nil {
+					if task, ok := call.Params.Meta[taskMetaKey]; ok {
+						return h.createTask(ctx, b, call, task)
+					}
+					res, err := h.callTool(ctx, b, call)
+					if err != nil {
+						return nil, err
+					}
+					return &rawResult{v: res}, nil // resultType under 2026-07-28 (rawResult)
+				}
+			case "tools/list":
+				res, err := next(ctx, method, req)
+				if err != nil {
+					return res, err
+				}
+				return withExecution(res)
+			case "initialize":
+				res, err := next(ctx, method, req)
+				if err != nil {
+					return res, err
+				}
+				return withTasksCapability(res)
 			}
 			return next(ctx, method, req)
 		}
 	})
+	h.addTaskMethods(srv, b)
 	for _, t := range builtins {
 		h.addTool(srv, b, t)
 	}
@@ -488,11 +690,18 @@ func (h *Handler) callTool(ctx context.Context, b *binding, req *sdk.CallToolReq
 		progress = p.add
 	}
 	r, err := b.port.Call(ctx, b.port.NewCallID(), req.Params.Name, req.Params.Arguments, progress)
+	if errors.Is(err, broker.ErrTakenOver) {
+		return nil, errTakenOver
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: r.Content}}, IsError: r.Kind == frames.ResultKindError}, nil
 }
+
+// errTakenOver answers the open requests of an MCP session whose conversation another MCP
+// session took over (SPEC 14).
+var errTakenOver = &jsonrpc.Error{Code: -32000, Message: "session taken over"}
 
 // progressSender forwards the progress notes of an open request as notifications/progress on
 // the request's own stream (SPEC 14: "while the request is open"), in order, from a goroutine

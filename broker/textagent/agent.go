@@ -40,6 +40,10 @@ type CallRequest struct {
 	// ParentCallID is the broker call id of the call that stands for the sub-agent of the
 	// conversation (or of its nearest ancestor that has one): the job's parent (SPEC 11).
 	ParentCallID string
+	// TaskTTLMS is, for an MCP task (Agent.TaskCall), the ttl it asked for in ms (0: none given).
+	TaskTTLMS int64
+	// Task marks the call of an MCP task.
+	Task bool
 }
 
 // Outcome is how a job ended, as its conversation learns it.

@@ -1,6 +1,8 @@
 package textagent
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/backchannel-io/backchannel/frames"
@@ -19,6 +21,7 @@ type call struct {
 	started  time.Time
 
 	background      bool                // it was answered with the placeholder (or is being waited for)
+	task            bool                // an MCP task (SPEC 14): background from the start, no placeholder, no completion prompt
 	finished        bool                // its job reached a terminal state (a built-in: it answered)
 	cancelRequested bool                // a `cancel` of it was accepted
 	cancelReason    frames.CancelReason // why its job was cancelled, once finished so
@@ -91,6 +94,67 @@ func (a *Agent) toolCall(f *frames.AgentToolCall) {
 	}
 }
 
+// TaskCall starts a task-augmented call of a host tool in the root conversation (SPEC 14, MCP
+// Tasks): a background call from the start, with the agent's id callID, that never gets the
+// placeholder nor a completion prompt; its result stays for ConsumeTask or an exact wait. A
+// non-empty errText means no job was made (the call failed at once, as StartCall answers).
+func (a *Agent) TaskCall(callID, name string, args []byte, ttlMS int64) (brokerID, errText string) {
+	c := a.convs[RootConversation]
+	if _, dup := c.calls[callID]; dup {
+		return "", "Tool call id " + callID + " is already used"
+	}
+	k := &call{conv: c, id: callID, name: name, started: a.env.Now(), background: true, task: true}
+	c.calls[callID] = k
+	a.substantive(c)
+	brokerID, errText = a.env.StartCall(CallRequest{ConversationID: c.id, CallID: callID, Name: name,
+		Arguments: args, ParentCallID: c.jobParent(), Task: true, TaskTTLMS: ttlMS})
+	if errText != "" {
+		k.finished, k.consumed = true, true
+		return "", errText
+	}
+	k.brokerID = brokerID
+	if !k.finished {
+		a.jobs[brokerID] = k
+	}
+	return brokerID, ""
+}
+
+// ConsumeTask marks the result of the finished task callID of the root conversation consumed
+// (tasks/result answered it: SPEC 14), as a wait would, and delivers the prompts queued for
+// the session (MCP mode: every result is a delivery point), which it returns.
+func (a *Agent) ConsumeTask(callID string) []string {
+	k := a.convs[RootConversation].calls[callID]
+	if k != nil && k.task && k.finished && !k.consumed {
+		a.consume(k)
+		k.outcome = nil
+	}
+	if !a.opts.PromptsInResults {
+		return nil
+	}
+	return a.takePrompts()
+}
+
+// Tasks lists the ids of the root conversation's tasks (SPEC 14), oldest first.
+func (a *Agent) Tasks() []string {
+	var ks []*call
+	for _, k := range a.convs[RootConversation].calls {
+		if k.task && k.brokerID != "" {
+			ks = append(ks, k)
+		}
+	}
+	slices.SortFunc(ks, func(x, y *call) int {
+		if c := x.started.Compare(y.started); c != 0 {
+			return c
+		}
+		return strings.Compare(x.id, y.id)
+	})
+	ids := make([]string, len(ks))
+	for i, k := range ks {
+		ids[i] = k.id
+	}
+	return ids
+}
+
 // substantive applies the status reminder rule of SPEC 13 to a substantive call (anything
 // but status and wait) and ends a run of timed-wait timeouts.
 func (a *Agent) substantive(c *conversation) {
@@ -161,6 +225,9 @@ func (a *Agent) Finished(brokerID string, o Outcome) {
 		c.bare = nil
 		a.consume(k)
 		a.answerWait(w, withHeader(content, HeaderOriginalToolCallID, k.id))
+	case k.task:
+		// A task's result waits for tasks/result (or an exact wait): no prompt announces it and
+		// a bare wait never takes it (SPEC 14).
 	default:
 		c.done = append(c.done, k)
 		p := &prompt{text: CompletionPrompt(k.id), internal: true, activating: true, of: k}
@@ -184,6 +251,10 @@ func (a *Agent) consume(k *call) {
 		k.prompt = nil
 	}
 }
+
+// OutcomeContent renders a job's outcome as the result a call gets (SPEC 13): the content of an
+// MCP task's tasks/result.
+func OutcomeContent(o Outcome) Content { return outcomeContent(o) }
 
 // outcomeContent renders a job's outcome as a result (SPEC 13).
 func outcomeContent(o Outcome) Content {

@@ -47,6 +47,7 @@ type CallState struct {
 	BrokerID        string        `json:"broker_id,omitempty"`
 	StartedMS       int64         `json:"started_ms"`
 	Background      bool          `json:"background,omitempty"`
+	Task            bool          `json:"task,omitempty"`
 	Finished        bool          `json:"finished,omitempty"`
 	CancelRequested bool          `json:"cancel_requested,omitempty"`
 	CancelReason    string        `json:"cancel_reason,omitempty"`
@@ -102,7 +103,7 @@ func (a *Agent) Export() State {
 		}
 		for _, k := range c.calls {
 			ks := CallState{ID: k.id, Name: k.name, Builtin: k.builtin, Local: k.local, BrokerID: k.brokerID,
-				StartedMS: k.started.UnixMilli(), Background: k.background, Finished: k.finished,
+				StartedMS: k.started.UnixMilli(), Background: k.background, Task: k.task, Finished: k.finished,
 				CancelRequested: k.cancelRequested, CancelReason: string(k.cancelReason), State: k.state, Consumed: k.consumed}
 			if k.outcome != nil && !k.consumed { // a consumed result is never given again
 				ks.Outcome = exportContent(*k.outcome)
@@ -186,7 +187,7 @@ func Restore(env Env, opts Options, st State) *Agent {
 		calls[c.id] = byID
 		for _, ks := range cs.Calls {
 			k := &call{conv: c, id: ks.ID, name: ks.Name, builtin: ks.Builtin, local: ks.Local, brokerID: ks.BrokerID,
-				started: time.UnixMilli(ks.StartedMS), background: ks.Background, finished: ks.Finished,
+				started: time.UnixMilli(ks.StartedMS), background: ks.Background, task: ks.Task, finished: ks.Finished,
 				cancelRequested: ks.CancelRequested, cancelReason: frames.CancelReason(ks.CancelReason), state: ks.State, consumed: ks.Consumed}
 			if ks.Outcome != nil {
 				o := importContent(ks.Outcome)

@@ -193,7 +193,7 @@ func (c *conversation) activatingPendingAny() bool {
 // runningBackground reports whether the conversation owns a background call still running.
 func (c *conversation) runningBackground() bool {
 	for _, k := range c.calls {
-		if !k.builtin && k.background && !k.finished {
+		if !k.builtin && !k.task && k.background && !k.finished {
 			return true
 		}
 	}

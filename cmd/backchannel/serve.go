@@ -45,6 +45,7 @@ type serveConfig struct {
 	openAIModel     string
 	resumeWindow    time.Duration
 	backgroundAfter time.Duration
+	mcpIdle         time.Duration
 	nodeID          string
 	judgeURL        string
 	judgeKey        string
@@ -99,6 +100,10 @@ func parseServe(args []string) (*serveConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	mi, err := envDuration("BACKCHANNEL_MCP_IDLE", broker.DefaultMCPIdle)
+	if err != nil {
+		return nil, err
+	}
 	ba, err := envDuration("BACKCHANNEL_BACKGROUND_AFTER", 2*time.Second)
 	if err != nil {
 		return nil, err
@@ -143,6 +148,7 @@ func parseServe(args []string) (*serveConfig, error) {
 	fs.StringVar(&c.openAIModel, "openai-model", envOr("BACKCHANNEL_OPENAI_MODEL", "gpt-realtime"), "model for --model openai [BACKCHANNEL_OPENAI_MODEL]")
 	fs.DurationVar(&c.resumeWindow, "resume-window", rw, "how long a dropped connection's slot waits for a resume [BACKCHANNEL_RESUME_WINDOW]")
 	fs.DurationVar(&c.backgroundAfter, "background-after", ba, "when a text agent's unfinished call goes to the background [BACKCHANNEL_BACKGROUND_AFTER]")
+	fs.DurationVar(&c.mcpIdle, "mcp-idle", mi, "how long an MCP session with no request and no open stream lives (mcp_idle_ms) [BACKCHANNEL_MCP_IDLE]")
 	fs.StringVar(&c.judgeURL, "judge-url", envOr("BACKCHANNEL_JUDGE_URL", ""), "OpenAI-compatible chat completions base URL of an LLM judge for spoken permissions; its approvals must still pass the rule-based vetoes (default: the rule-based verifier alone) [BACKCHANNEL_JUDGE_URL]")
 	fs.StringVar(&c.judgeKey, "judge-key", envOr("BACKCHANNEL_JUDGE_KEY", ""), "API key of the LLM judge [BACKCHANNEL_JUDGE_KEY]")
 	fs.StringVar(&c.judgeModel, "judge-model", envOr("BACKCHANNEL_JUDGE_MODEL", "gpt-4.1-mini"), "model of the LLM judge [BACKCHANNEL_JUDGE_MODEL]")
@@ -326,7 +332,7 @@ func serve(args []string) error {
 	}
 	defer closeStore()
 
-	cfg := broker.Config{APIKeys: keys, ResumeWindow: c.resumeWindow, BackgroundAfter: c.backgroundAfter, NodeID: c.nodeID,
+	cfg := broker.Config{APIKeys: keys, ResumeWindow: c.resumeWindow, BackgroundAfter: c.backgroundAfter, MCPIdle: c.mcpIdle, NodeID: c.nodeID,
 		AllowedOrigins: c.origins(), LoopbackHostsOnly: devMode, PublicURL: strings.TrimRight(c.publicURL, "/"),
 		Limits: broker.Limits{MaxSessionsPerTenant: c.maxSessions, MaxHostSlots: c.maxHostSlots,
 			TimelineMaxBytes: c.timelineMax, MaxTimelineFollowers: c.maxFollowers},

@@ -20,11 +20,23 @@
 //   {"op":"list","id"}    -> {"event":"list","id","tools":[names]}
 //   {"op":"close"}        ends the MCP session (DELETE; calls in flight are not aborted
 //                         first), closes the client and exits 0
+// MCP Tasks (the SDK's experimental tasks API, 2025-11-25):
+//   {"op":"taskcall","id","name","arguments","ttl"?} -> {"event":"task","id","task"} (CreateTaskResult)
+//   {"op":"taskget","id","taskId"}      -> {"event":"task","id","task"}
+//   {"op":"taskresult","id","taskId"}   -> {"event":"result","id","result"}
+//   {"op":"taskcancel","id","taskId"}   -> {"event":"task","id","task"}
+//   {"op":"tasklist","id"}              -> {"event":"tasks","id","tasks"}
+//   {"op":"taskstream","id","name","arguments"} runs callToolStream with a task:
+//       -> {"event":"streamed","id","kind","task"?}* then {"event":"result",...} or {"event":"error",...}
+//   {"op":"elicitanswer","answer"}      the answer of the next elicitation/create (accept);
+//                                       each elicitation prints {"event":"elicit","message","meta","schema"}
+// Any request answers {"event":"error","id",...} when it fails.
 // End of stdin is a close.
 
 import readline from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { CallToolResultSchema, CreateTaskResultSchema, ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const [url, key, session = ""] = process.argv.slice(2);
 if (!url || !key) {
@@ -59,7 +71,15 @@ const transport = new StreamableHTTPClientTransport(new URL(url), {
   fetch: fetchWithKey,
   reconnectionOptions: { maxReconnectionDelay: 1000, initialReconnectionDelay: 100, reconnectionDelayGrowFactor: 1.5, maxRetries: 0 },
 });
-const client = new Client({ name: "backchannel-mcp-ts-test", version: "1.0.0" });
+const client = new Client({ name: "backchannel-mcp-ts-test", version: "1.0.0" }, { capabilities: { elicitation: { form: {} } } });
+// The answers of the next elicitations, in order (an elicitation with none is declined).
+const elicitAnswers = [];
+client.setRequestHandler(ElicitRequestSchema, async (req) => {
+  out({ event: "elicit", message: req.params.message, meta: req.params._meta ?? {}, schema: req.params.requestedSchema ?? {} });
+  const answer = elicitAnswers.shift();
+  if (answer === undefined) return { action: "decline" };
+  return { action: "accept", content: { answer } };
+});
 let closing = false;
 // Errors of the transport once the session is being closed (the standalone SSE stream ends
 // with the session) are expected; others go to stderr, which the test shows when it fails.
@@ -127,6 +147,60 @@ rl.on("line", (line) => {
       break;
     case "close":
       close();
+      break;
+    case "taskcall":
+      client
+        .request({ method: "tools/call", params: { name: cmd.name, arguments: cmd.arguments ?? {}, task: cmd.ttl ? { ttl: cmd.ttl } : {} } }, CreateTaskResultSchema)
+        .then((r) => out({ event: "task", id: cmd.id, task: r.task }))
+        .catch((e) => out(errorEvent("error", cmd.id, e)));
+      break;
+    case "taskget":
+      client.experimental.tasks
+        .getTask(cmd.taskId)
+        .then((t) => out({ event: "task", id: cmd.id, task: t }))
+        .catch((e) => out(errorEvent("error", cmd.id, e)));
+      break;
+    case "taskresult":
+      client.experimental.tasks
+        .getTaskResult(cmd.taskId, CallToolResultSchema, { timeout: 600000 })
+        .then((r) => out({ event: "result", id: cmd.id, result: { content: r.content, isError: r.isError === true }, meta: r._meta ?? {} }))
+        .catch((e) => out(errorEvent("error", cmd.id, e)));
+      break;
+    case "taskcancel":
+      client.experimental.tasks
+        .cancelTask(cmd.taskId)
+        .then((t) => out({ event: "task", id: cmd.id, task: t }))
+        .catch((e) => out(errorEvent("error", cmd.id, e)));
+      break;
+    case "tasklist":
+      client.experimental.tasks
+        .listTasks()
+        .then((r) => out({ event: "tasks", id: cmd.id, tasks: r.tasks }))
+        .catch((e) => out(errorEvent("error", cmd.id, e)));
+      break;
+    case "taskstream":
+      (async () => {
+        const stream = client.experimental.tasks.callToolStream(
+          { name: cmd.name, arguments: cmd.arguments ?? {} },
+          CallToolResultSchema,
+          { task: { ttl: 600000 }, timeout: 600000 },
+        );
+        for await (const m of stream) {
+          if (m.type === "result") {
+            out({ event: "result", id: cmd.id, result: { content: m.result.content, isError: m.result.isError === true } });
+            return;
+          }
+          if (m.type === "error") {
+            out(errorEvent("error", cmd.id, m.error));
+            return;
+          }
+          out({ event: "streamed", id: cmd.id, kind: m.type, task: m.task });
+        }
+        out({ event: "error", id: cmd.id, name: "Error", code: null, message: "the stream ended without a result" });
+      })().catch((e) => out(errorEvent("error", cmd.id, e)));
+      break;
+    case "elicitanswer":
+      elicitAnswers.push(cmd.answer);
       break;
     default:
       process.stderr.write(`unknown command ${line}\n`);
