@@ -157,6 +157,14 @@ class Conversation:
             args = {}
         return await self.call("wait", args)
 
+    async def wait_result(self, call_id: str) -> ToolResult:
+        """``wait(call_id)`` again after every interruption, until the call's result is
+        consumed. The prompts that interrupted it stay in ``prompts()``."""
+        while True:
+            r = await self.wait(call_id)
+            if not r.interrupted:
+                return r
+
     async def cancel(self, call_id: str) -> ToolResult:
         """The built-in ``cancel``: body ``Tool cancellation requested``, or an error result
         (``Tool call already canceled``, ``Tool call is already done``, ``Unknown tool call id``,

@@ -378,7 +378,9 @@ class Client:
                 self.url, open_timeout=_DIAL_TIMEOUT, ping_interval=self._ping_interval,
                 ping_timeout=self._ping_timeout, close_timeout=2, max_size=_READ_LIMIT,
                 compression=None), _DIAL_TIMEOUT + 1)
-        except (OSError, asyncio.TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed) as e:
+        except InvalidURI as e:
+            raise ValueError(f"backchannel: url {self.url!r}: {e}") from e
+        except (OSError, asyncio.TimeoutError, InvalidHandshake, ConnectionClosed, EOFError, Exception) as e:
             raise ConnectError(f"backchannel: cannot reach the broker at {self.url} (check the url and that the broker runs): {e}") from e
         try:
             await asyncio.wait_for(ws.send(fr.encode(hello)), _WRITE_TIMEOUT)
@@ -392,7 +394,7 @@ class Client:
                 if isinstance(f, fr.Error):
                     raise broker_error(f, "hello refused")
                 raise ProtocolError(f"backchannel: the broker answered hello with {f.TYPE} instead of welcome")
-        except (OSError, asyncio.TimeoutError, ConnectionClosed) as e:
+        except (OSError, asyncio.TimeoutError, ConnectionClosed, EOFError) as e:
             _abort(ws)
             raise ConnectError(f"backchannel: waiting for the welcome: {e!r}") from e
         except BaseException:

@@ -656,9 +656,10 @@ def _check(path: str, tp: Any, v: Any) -> Any:
     if tp is Any:
         return v
     if origin is Union or origin is types.UnionType:
-        for a in typing.get_args(tp):
-            if a is type(None):
-                continue
+        alts = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(alts) == 1:
+            return _check(path, alts[0], v)
+        for a in alts:
             try:
                 return _check(path, a, v)
             except FrameError:
