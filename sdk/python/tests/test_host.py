@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from backchannel import (BadFrameError, CallFinishedError, Client, DeferRejected, Host,
-                         InjectRejectedError, Interaction, SessionEndedError, Tool, ToolDecl,
+from backchannel import (Backoff, BadFrameError, CallFinishedError, Client, DeferRejected, Host,
+                         InjectRejectedError, Interaction, ResumeExpiredError, SessionEndedError, Tool, ToolDecl,
                          UnauthorizedError)
 from backchannel import frames as fr
 from helpers import WAIT, Proxy, fast_backoff, final, fresh, get, pair, prompt_matching
@@ -355,3 +355,41 @@ async def test_end(broker, tmp_path):
     assert isinstance(h.error, SessionEndedError) and not os.path.exists(state)
     with pytest.raises(SessionEndedError):
         await h.declare([])
+
+
+@pytest.mark.parametrize("store", ["memory", "redis"])
+async def test_resume_expired(store, start_broker, tmp_path):
+    """A host kept away longer than the resume window is refused with resume_expired: it stops
+    with ResumeExpiredError, its job was cancelled (discard), and its state file is removed."""
+    b = start_broker(store, "--resume-window", "1s")
+    proxy = await Proxy(int(b.url.rsplit(":", 1)[1])).start()
+    state = str(tmp_path / "host.state")
+    jobs: asyncio.Queue = asyncio.Queue()
+
+    async def export(call):
+        await jobs.put(await call.defer(fresh("export")))
+
+    h = await Host.connect(proxy.ws_url, api_key=b.key, tools=[Tool("export", export, deferred=True)],
+                           state_file=state, backoff=Backoff(initial=0.4, maximum=0.4, jitter=0.1, max_elapsed=20))
+    from backchannel import Agent
+    a = await Agent.connect(b.ws_url, session_id=h.session_id, join_token=h.join_token)
+    r = await a.call("export")
+    await get(jobs)
+    proxy.refuse = True
+    proxy.cut()
+    await asyncio.sleep(1.6)  # past the slot's resume window
+    proxy.refuse = False
+    err = await asyncio.wait_for(h.wait_closed(), WAIT)
+    assert isinstance(err, ResumeExpiredError) and err.code == "resume_expired" and not err.retryable
+    assert not os.path.exists(state)
+    w = await asyncio.wait_for(a.wait(r.call_id), WAIT)
+    assert w.error == "Tool call canceled"  # discarded with the slot
+    await a.close()
+    await proxy.close()
+
+
+def test_backoff_grows_with_jitter():
+    lo = Backoff(initial=0.25, maximum=5, multiplier=2, jitter=0.5, random=lambda: 0.0).delays()
+    hi = Backoff(initial=0.25, maximum=5, multiplier=2, jitter=0.5, random=lambda: 1.0).delays()
+    assert [round(next(lo), 4) for _ in range(7)] == [0.125, 0.25, 0.5, 1.0, 2.0, 2.5, 2.5]
+    assert [round(next(hi), 4) for _ in range(7)] == [0.375, 0.75, 1.5, 3.0, 6.0, 7.5, 7.5]
