@@ -115,10 +115,13 @@ def redis(workdir):
 class Broker:
     """A `backchannel serve` process on a free port."""
 
-    def __init__(self, binary: str, store: str, redis_url: str | None, workdir: pathlib.Path, *flags: str) -> None:
+    def __init__(self, binary: str, store: str, redis_url: str | None, workdir: pathlib.Path, *flags: str,
+                 dev: bool = False) -> None:
         self.store = store
         port = free_port()
-        args = [binary, "serve", "--addr", f"127.0.0.1:{port}", "--store", store, "--api-keys", "acme=key-a"]
+        args = [binary, "serve", "--addr", f"127.0.0.1:{port}", "--store", store]
+        if not dev:  # dev: no --api-keys, so on loopback the tenant dev has the key dev
+            args += ["--api-keys", "acme=key-a"]
         if store == "redis":
             args += ["--redis-url", redis_url or ""]
         args += list(flags)
@@ -128,7 +131,8 @@ class Broker:
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.url = f"http://127.0.0.1:{port}"
         self.ws_url = f"ws://127.0.0.1:{port}/v1/ws"
-        self.key = "key-a"
+        self.port = port
+        self.key = "dev" if dev else "key-a"
         deadline = time.monotonic() + 20
         while "backchannel listening on" not in self.log_path.read_text(errors="replace"):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -173,11 +177,11 @@ def broker(request, brokers) -> Broker:
 
 @pytest.fixture
 def start_broker(binary, redis, workdir):
-    """Starts a broker of its own with extra serve flags: start_broker(store, *flags)."""
+    """Starts a broker of its own with extra serve flags: start_broker(store, *flags, dev=False)."""
     mine: list[Broker] = []
 
-    def start(store: str, *flags: str) -> Broker:
-        b = Broker(binary, store, redis.url if store == "redis" else None, workdir, *flags)
+    def start(store: str, *flags: str, dev: bool = False) -> Broker:
+        b = Broker(binary, store, redis.url if store == "redis" else None, workdir, *flags, dev=dev)
         mine.append(b)
         return b
     yield start

@@ -258,7 +258,7 @@ async def test_drop_and_resume(broker):
     """The host's connection is cut and the broker is out of reach while the agent makes a call
     and cancels a job: after the resume the cancel reaches the job, the call's handler runs
     once, a request made while away is sent, and the job finishes after the drop."""
-    proxy = await Proxy(int(broker.url.rsplit(":", 1)[1])).start()
+    proxy = await Proxy(broker.port).start()
     jobs: asyncio.Queue = asyncio.Queue()
     runs: dict[str, int] = {}
     events: list[str] = []
@@ -362,7 +362,7 @@ async def test_resume_expired(store, start_broker, tmp_path):
     """A host kept away longer than the resume window is refused with resume_expired: it stops
     with ResumeExpiredError, its job was cancelled (discard), and its state file is removed."""
     b = start_broker(store, "--resume-window", "1s")
-    proxy = await Proxy(int(b.url.rsplit(":", 1)[1])).start()
+    proxy = await Proxy(b.port).start()
     state = str(tmp_path / "host.state")
     jobs: asyncio.Queue = asyncio.Queue()
 

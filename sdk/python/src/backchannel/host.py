@@ -363,6 +363,14 @@ class Host:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
+    def on(self, frame_type: str, handler: Callable[[Any], Any]) -> Callable[[], None]:
+        """Calls handler(frame) for every broker frame of that type (``"*"``: all) that answers
+        none of the host's requests — tool_job_narration, tool_job_delivery_failed, session.ended,
+        error, … (tool_call, tool_cancel, tool_interaction_answer and tool_deferred_resume too,
+        after the Host acted on them) — or, with ``"connection"``, every ConnectionEvent.
+        Returns a function that removes the handler."""
+        return self._client.on(frame_type, handler)
+
     # Requests.
 
     async def declare(self, tools: Iterable[Tool]) -> list[str]:
