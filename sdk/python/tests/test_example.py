@@ -105,3 +105,34 @@ async def test_example_killed_mid_job_resumes_from_state_file(broker, tmp_path):
     finally:
         rc = await second.stop()
     assert rc == 0, "".join(second.lines)
+
+
+async def test_example_restarted_from_a_stale_state_file(broker, tmp_path):
+    """The process dies before its state file saved the tool_call (the file is written lazily):
+    the restarted process sees the call replayed, its handler defers it again under the same
+    handle — accepted again — and finishes it; the job is not handed to on_resume as well."""
+    state = tmp_path / "host.state"
+    first = await Example.start("--url", broker.ws_url, "--key", broker.key, "--state", str(state), "--work-seconds", "60")
+    session, token = (await first.line(SERVING)).groups()
+    for _ in range(int(WAIT / 0.05)):
+        if state.exists() and json.loads(state.read_text())["last_seq"] >= 1:  # tools.declared
+            break
+        await asyncio.sleep(0.05)
+    stale = state.read_text()
+    assert json.loads(stale)["last_seq"] == 1
+    a = await Agent.connect(broker.ws_url, session_id=session, join_token=token)
+    r = await a.call("render_report", {"month": "august"})
+    assert r.is_background
+    assert await first.stop(signal.SIGKILL) == -signal.SIGKILL
+    state.write_text(stale)  # as if the kill came before the lazy save
+
+    second = await Example.start("--url", broker.ws_url, "--state", str(state), "--work-seconds", "0.4")
+    try:
+        assert (await second.line(SERVING)).group(1) == session
+        w = await asyncio.wait_for(a.wait_result(r.call_id), WAIT)
+        assert w.kind == "result" and w.json()["url"].startswith("https://reports.example.com/report-")
+        assert not any("resumed job" in ln for ln in second.lines), "".join(second.lines)
+        await a.close()
+    finally:
+        rc = await second.stop()
+    assert rc == 0, "".join(second.lines)

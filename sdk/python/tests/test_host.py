@@ -17,14 +17,15 @@ from helpers import WAIT, Proxy, fast_backoff, final, fresh, get, pair, prompt_m
 
 
 async def test_fast_call(broker):
-    """A handler's value, its exception and a plain string reach the agent as the result."""
+    """A handler's value, its exception and a plain function's string reach the agent as the
+    result; a tool nobody serves is not available."""
     async def lookup(call):
         return {"city": call.arguments["city"], "temp_c": 21}
 
     async def broken(call):
         raise RuntimeError("the weather service is down")
 
-    async def greet(call):
+    def greet(call):  # a plain function answers too
         return "hello there"
 
     h, a = await pair(broker, [Tool("lookup", lookup, description="Weather"), Tool("broken", broken), Tool("greet", greet)])

@@ -2,6 +2,7 @@
 
 import asyncio
 import datetime
+import inspect
 import logging
 import secrets
 from dataclasses import dataclass, field
@@ -37,7 +38,8 @@ class Tool:
 
     ``parameters`` is a JSON Schema object (default: any object). Durations (``timeout``,
     ``deferred_timeout``) are integer milliseconds, a Go duration string (``"90s"``, ``"2h"``)
-    or a ``datetime.timedelta``. ``handler`` is an async function that receives a Call.
+    or a ``datetime.timedelta``. ``handler`` is an async function that receives a Call (a plain
+    function works too, for answers that need no await).
     """
 
     name: str
@@ -464,7 +466,9 @@ class Host:
         try:
             if tool is None:
                 raise BackchannelError(f"tool {call.name} has no handler in this host")
-            out = await tool.handler(call)
+            out = tool.handler(call)
+            if inspect.isawaitable(out):  # a plain function may answer at once too
+                out = await out
         except asyncio.CancelledError:
             cancelled = True
         except Exception as e:
@@ -559,7 +563,9 @@ class Host:
         out: Any = None
         err: BaseException | None = None
         try:
-            out = await self._on_resume(job, info)
+            out = self._on_resume(job, info)
+            if inspect.isawaitable(out):
+                out = await out
         except asyncio.CancelledError:
             if job.cancelled.is_set() or self._client.stopped:
                 return
