@@ -116,16 +116,16 @@ class Broker:
     """A `backchannel serve` process on a free port."""
 
     def __init__(self, binary: str, store: str, redis_url: str | None, workdir: pathlib.Path, *flags: str,
-                 dev: bool = False) -> None:
+                 dev: bool = False, port: int | None = None) -> None:
         self.store = store
-        port = free_port()
+        port = port or free_port()
         args = [binary, "serve", "--addr", f"127.0.0.1:{port}", "--store", store]
         if not dev:  # dev: no --api-keys, so on loopback the tenant dev has the key dev
             args += ["--api-keys", "acme=key-a"]
         if store == "redis":
             args += ["--redis-url", redis_url or ""]
         args += list(flags)
-        self.log_path = workdir / f"broker-{port}.log"
+        self.log_path = workdir / f"broker-{port}-{time.monotonic_ns()}.log"
         self._log = open(self.log_path, "w")
         env = dict(os.environ, BACKCHANNEL_NODE_ID=f"pytest-{port}")
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -140,11 +140,14 @@ class Broker:
                 pytest.fail(f"backchannel serve did not start:\n{self.log_path.read_text(errors='replace')}")
             time.sleep(0.05)
 
-    def stop(self) -> None:
+    def stop(self, graceful: bool = False) -> None:
+        """Stops the process: graceful sends SIGTERM and waits for its shutdown (a Redis node
+        then closes its connections with 1012 and keeps the sessions); otherwise SIGKILL, as the
+        tests' teardown needs nothing more."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGTERM if graceful else signal.SIGKILL)
             try:
-                self.proc.wait(10)
+                self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
@@ -177,11 +180,11 @@ def broker(request, brokers) -> Broker:
 
 @pytest.fixture
 def start_broker(binary, redis, workdir):
-    """Starts a broker of its own with extra serve flags: start_broker(store, *flags, dev=False)."""
+    """Starts a broker of its own: start_broker(store, *flags, dev=False, port=None)."""
     mine: list[Broker] = []
 
-    def start(store: str, *flags: str, dev: bool = False) -> Broker:
-        b = Broker(binary, store, redis.url if store == "redis" else None, workdir, *flags, dev=dev)
+    def start(store: str, *flags: str, dev: bool = False, port: int | None = None) -> Broker:
+        b = Broker(binary, store, redis.url if store == "redis" else None, workdir, *flags, dev=dev, port=port)
         mine.append(b)
         return b
     yield start

@@ -394,3 +394,32 @@ def test_backoff_grows_with_jitter():
     hi = Backoff(initial=0.25, maximum=5, multiplier=2, jitter=0.5, random=lambda: 1.0).delays()
     assert [round(next(lo), 4) for _ in range(7)] == [0.125, 0.25, 0.5, 1.0, 2.0, 2.5, 2.5]
     assert [round(next(hi), 4) for _ in range(7)] == [0.375, 0.75, 1.5, 3.0, 6.0, 7.5, 7.5]
+
+
+async def test_broker_restart_on_redis(start_broker):
+    """A Redis broker node stopped with SIGTERM closes its connections with 1012 and keeps the
+    session; a new node on the same Redis (here, on the same address) takes the host and the
+    agent back, and the job deferred before the restart finishes after it."""
+    b = start_broker("redis")
+    jobs: asyncio.Queue = asyncio.Queue()
+
+    async def export(call):
+        await jobs.put(await call.defer(fresh("export")))
+
+    h = await Host.connect(b.ws_url, api_key=b.key, tools=[Tool("export", export, deferred=True)], backoff=fast_backoff())
+    from backchannel import Agent
+    a = await Agent.connect(b.ws_url, session_id=h.session_id, join_token=h.join_token, backoff=fast_backoff())
+    events: list[tuple[str, object]] = []
+    h.on("connection", lambda ev: events.append((ev.kind, ev.error)))
+    r = await a.call("export")
+    job = await get(jobs)
+    b.stop(graceful=True)  # SIGTERM: close 1012, nothing ended
+    start_broker("redis", port=b.port)
+    await job.progress("after the restart")  # waits for the resume, then is applied
+    await job.result("exported across a restart")
+    w = await asyncio.wait_for(a.wait_result(r.call_id), WAIT)
+    assert w.body == "exported across a restart"  # (with duration_seconds: the stop takes a while)
+    assert [k for k, _ in events] == ["dropped", "resumed"]
+    assert getattr(events[0][1], "code", None) == 1012  # websockets' ConnectionClosed.code
+    await a.close()
+    await h.close()
