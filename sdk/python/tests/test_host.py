@@ -423,3 +423,63 @@ async def test_broker_restart_on_redis(start_broker):
     assert getattr(events[0][1], "code", None) == 1012  # websockets' ConnectionClosed.code
     await a.close()
     await h.close()
+
+
+async def test_voice_session_narrates_the_job(broker):
+    """With a caller instead of a text agent, the scripted voice model calls the tool; the
+    host's milestone, its decision (answered by the caller) and the completion are voiced, and
+    the host follows each narration through on("tool_job_narration")."""
+    import websockets
+
+    narrations: list[tuple[str, str]] = []
+    delivered = {k: asyncio.Event() for k in ("milestone", "interaction", "completion")}
+    answers: asyncio.Queue = asyncio.Queue()
+
+    async def book(call):
+        job = await call.defer(fresh("table"), "booking your table")
+        await job.milestone("the restaurant has a table")
+        await delivered["milestone"].wait()
+        answer = await job.ask("Seven thirty or eight fifteen?", ["seven thirty", "eight fifteen"])
+        await answers.put(answer)
+        return {"time": answer.option}
+
+    def on_narration(f):
+        narrations.append((f.kind, f.state))
+        if f.state == "delivered":
+            delivered[f.kind].set()
+
+    h = await Host.connect(broker.ws_url, api_key=broker.key, tools=[Tool("book_table", book, deferred=True)])
+    h.on("tool_job_narration", on_narration)
+    async with websockets.connect(broker.ws_url, max_size=None, compression=None) as caller:
+        await caller.send(json.dumps({"type": "hello", "protocol": "backchannel.v1", "role": "caller",
+                                      "session_id": h.session_id, "join_token": h.join_token}))
+        transcripts: asyncio.Queue = asyncio.Queue()
+
+        async def read():
+            async for msg in caller:
+                if isinstance(msg, str):
+                    f = json.loads(msg)
+                    if f["type"] == "transcript" and f["role"] == "agent" and f["final"]:
+                        await transcripts.put(f["text"])
+        reader = asyncio.ensure_future(read())
+        await caller.send(json.dumps({"type": "caller.text", "text": 'call book_table {"party":4}'}))
+
+        async def said(prefix: str) -> str:
+            while True:
+                t = await get(transcripts)
+                if t.startswith(prefix):
+                    return t
+        assert await said("Started booking your table in the background.")
+        assert await said("Update on booking your table: the restaurant has a table")
+        assert await said("Seven thirty or eight fifteen? Options: seven thirty, eight fifteen.")
+        await asyncio.wait_for(delivered["interaction"].wait(), WAIT)  # the audio has been played
+        await caller.send(json.dumps({"type": "caller.text", "text": "eight fifteen please"}))
+        answer = await get(answers)
+        assert (answer.option, answer.text) == ("eight fifteen", "eight fifteen please")
+        assert await said('booking your table is done: {"time":"eight fifteen"}')
+        await asyncio.wait_for(delivered["completion"].wait(), WAIT)
+        reader.cancel()
+    for kind in ("milestone", "interaction", "completion"):
+        states = [s for k, s in narrations if k == kind]
+        assert states[:3] == ["queued", "speaking", "delivered"], (kind, narrations)
+    await h.close()
