@@ -48,6 +48,8 @@ _MAX_FRAME_BYTES = 1 << 20
 # sustained, burst 200), so that no frame is ever refused for rate.
 _PACE_RATE = 80.0
 _PACE_BURST = 100.0
+# How many cancelled call ids and handles a client remembers.
+_CANCELLED_KEPT = 10000
 
 # How a request's success is known.
 _ANSWERED, _SILENT = "answered", "silent"
@@ -187,7 +189,7 @@ class Client:
         self._pending: dict[str, _Request] = {}
         self._order = 0
         self._wake = asyncio.Event()
-        self._cancelled_jobs: set[str] = set()
+        self._cancelled_jobs: dict[str, None] = {}
         # The end.
         self._started = False
         self._closing = False
@@ -374,7 +376,7 @@ class Client:
 
     async def _dial(self, hello: fr.Hello) -> tuple[Any, fr.Welcome]:
         try:
-            ws = await asyncio.wait_for(websockets.connect(
+            ws = await asyncio.wait_for(websockets.connect(  # type: ignore[attr-defined]
                 self.url, open_timeout=_DIAL_TIMEOUT, ping_interval=self._ping_interval,
                 ping_timeout=self._ping_timeout, close_timeout=2, max_size=_READ_LIMIT,
                 compression=None), _DIAL_TIMEOUT + 1)
@@ -644,9 +646,13 @@ class Client:
         if ref and self._answer(ref, f):
             return
         if isinstance(f, fr.ToolCancel):
-            self._cancelled_jobs.add(f.call_id)
-            if f.handle:
-                self._cancelled_jobs.add(f.handle)
+            # Remembered so that a result sent again after a drop can tell a cancel from its
+            # own first copy (send_tool_result); the oldest are forgotten past a bound.
+            for ref in (f.call_id, f.handle):
+                if ref:
+                    self._cancelled_jobs[ref] = None
+            while len(self._cancelled_jobs) > _CANCELLED_KEPT:
+                del self._cancelled_jobs[next(iter(self._cancelled_jobs))]
         elif isinstance(f, fr.ToolDeferredResume):
             self._saw_deferred_resume = True
         elif isinstance(f, fr.Error):

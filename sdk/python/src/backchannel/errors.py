@@ -147,15 +147,13 @@ class InternalError(BrokerError):
 
 
 #: The BrokerError subclass of every code of SPEC 2.1.
-ERRORS_BY_CODE: dict[str, type[BrokerError]] = {
-    c.code: c
-    for c in (
-        BadFrameError, UnknownFrameError, UnauthorizedError, ForbiddenError, NotFoundError,
-        LimitExceededError, UnknownCallError, CallNotPendingError, CallFinishedError,
-        InjectRejectedError, SessionEndedError, ResumeExpiredError, ResumeInvalidError,
-        InternalError,
-    )
-}
+_CODE_CLASSES: tuple[type[BrokerError], ...] = (
+    BadFrameError, UnknownFrameError, UnauthorizedError, ForbiddenError, NotFoundError,
+    LimitExceededError, UnknownCallError, CallNotPendingError, CallFinishedError,
+    InjectRejectedError, SessionEndedError, ResumeExpiredError, ResumeInvalidError,
+    InternalError,
+)
+ERRORS_BY_CODE: dict[str, type[BrokerError]] = {c.code: c for c in _CODE_CLASSES}
 
 
 def broker_error(frame: Any, what: str | None = None) -> BrokerError:

@@ -587,19 +587,17 @@ class ConversationCancel(Frame):
 
 
 #: Every frame class by its wire type.
-FRAME_TYPES: dict[str, type[Frame]] = {
-    cls.TYPE: cls
-    for cls in (
-        Hello, Welcome, Error, SessionEnd, SessionEnded, ToolsDeclare, ToolsDeclared, ToolCall,
-        ToolDeferred, ToolDeferredAck, ToolProgress, ToolPartialResult, ToolResult, JobCancel,
-        JobCancelResult, ToolCancel, ToolJobNarration, ToolJobDeliveryFailed,
-        ToolInteractionAnswer, ToolInteractionUpdate, ToolInteractionUpdateAck,
-        ToolDeferredResume, Inject, AgentToolCall, AgentToolResult, AgentTurnStart, AgentTurnEnd,
-        AgentMessage, AgentMessageCommitted, AgentPrompt, AgentLocalResult, AgentLocalCancel,
-        AgentInteractionAnswer, AgentFinal, ConversationCreate, ConversationCreated,
-        ConversationCancel,
-    )
-}
+_FRAME_CLASSES: tuple[type[Frame], ...] = (
+    Hello, Welcome, Error, SessionEnd, SessionEnded, ToolsDeclare, ToolsDeclared, ToolCall,
+    ToolDeferred, ToolDeferredAck, ToolProgress, ToolPartialResult, ToolResult, JobCancel,
+    JobCancelResult, ToolCancel, ToolJobNarration, ToolJobDeliveryFailed,
+    ToolInteractionAnswer, ToolInteractionUpdate, ToolInteractionUpdateAck,
+    ToolDeferredResume, Inject, AgentToolCall, AgentToolResult, AgentTurnStart, AgentTurnEnd,
+    AgentMessage, AgentMessageCommitted, AgentPrompt, AgentLocalResult, AgentLocalCancel,
+    AgentInteractionAnswer, AgentFinal, ConversationCreate, ConversationCreated,
+    ConversationCancel,
+)
+FRAME_TYPES: dict[str, type[Frame]] = {cls.TYPE: cls for cls in _FRAME_CLASSES}
 
 _CALL_ID = re.compile(r"call_[a-z2-7]{20}")
 

@@ -104,7 +104,7 @@ class Job:
         self._answers: dict[str, InteractionAnswer] = {}
         self._answer_waiters: dict[str, list[asyncio.Future[InteractionAnswer]]] = {}
         self._on_cancel: list[Callable[[str], Any]] = []
-        self._task: asyncio.Task[Any] | None = None  # the on_resume worker, if any
+        self._task: asyncio.Future[Any] | None = None  # the on_resume worker, if any
 
     def __repr__(self) -> str:
         return f"Job(handle={self.handle!r}, call_id={self.call_id!r}, name={self.name!r})"
@@ -246,7 +246,7 @@ class Call:
         self.cancel_reason: str | None = None
         #: The Job once a defer was accepted.
         self.job: Job | None = None
-        self._task: asyncio.Task[Any] | None = None
+        self._task: asyncio.Future[Any] | None = None
         self._resumed: tuple[Job, fr.ResumedJob] | None = None
 
     def __repr__(self) -> str:
@@ -296,7 +296,7 @@ class Host:
         self._calls: dict[str, Call] = {}
         self._jobs: dict[str, Job] = {}
         self._handles: dict[str, Job] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
         c = self._client
         c.on_tool_call(self._on_tool_call)
         c.on_tool_cancel(self._on_tool_cancel)
@@ -424,11 +424,11 @@ class Host:
         if asyncio.iscoroutine(r) or isinstance(r, asyncio.Future):
             self._spawn(r, "callback")
 
-    def _spawn(self, coro: Any, what: str) -> asyncio.Task[Any]:
-        t = asyncio.ensure_future(coro)
+    def _spawn(self, coro: Any, what: str) -> "asyncio.Future[Any]":
+        t: asyncio.Future[Any] = asyncio.ensure_future(coro)
         self._tasks.add(t)
 
-        def done(t: asyncio.Task[Any]) -> None:
+        def done(t: "asyncio.Future[Any]") -> None:
             self._tasks.discard(t)
             if not t.cancelled() and t.exception() is not None:
                 self.log.error("backchannel: %s failed", what, exc_info=t.exception())
