@@ -483,3 +483,22 @@ async def test_voice_session_narrates_the_job(broker):
         states = [s for k, s in narrations if k == kind]
         assert states[:3] == ["queued", "speaking", "delivered"], (kind, narrations)
     await h.close()
+
+
+async def test_state_file_of_a_lost_slot(broker, tmp_path):
+    """A state file whose slot the broker does not know raises, is removed, and the next connect
+    starts afresh; a file that is not a state file is refused."""
+    from backchannel import NotFoundError
+    state = tmp_path / "host.state"
+    state.write_text(json.dumps({"session_id": "sess_" + "a" * 20, "resume_token": "r" * 22, "last_seq": 7}))
+    with pytest.raises(NotFoundError, match="state_file was removed"):
+        await Host.connect(broker.ws_url, api_key=broker.key, state_file=str(state))
+    assert not state.exists()
+    h = await Host.connect(broker.ws_url, api_key=broker.key, state_file=str(state))
+    assert json.loads(state.read_text())["session_id"] == h.session_id
+    await h.close()
+    assert json.loads(state.read_text())["resume_token"]  # close keeps the slot resumable
+    bad = tmp_path / "bad.state"
+    bad.write_text("not json")
+    with pytest.raises(ValueError, match="not a state file"):
+        await Host.connect(broker.ws_url, api_key=broker.key, state_file=str(bad))
