@@ -49,11 +49,13 @@ async def get(q: "asyncio.Queue[Any]") -> Any:
 
 class Proxy:
     """A TCP proxy on a free loopback port in front of the broker. cut() resets every
-    connection; refuse=True closes new ones at once (the broker is out of reach)."""
+    connection; refuse=True closes new ones at once (the broker is out of reach); lose=True
+    drops what the client sends."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.refuse = False
+        self.lose = False  # what the client sends is lost on the way (the broker never sees it)
         self.conns: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = []
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
@@ -78,16 +80,18 @@ class Proxy:
             return
         self.conns.append((w, bw))
 
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, upstream: bool) -> None:
             try:
                 while data := await src.read(65536):
+                    if upstream and self.lose:
+                        continue
                     dst.write(data)
                     await dst.drain()
             except (OSError, asyncio.CancelledError):
                 pass
             finally:
                 dst.transport.abort()
-        await asyncio.gather(pipe(r, bw), pipe(br, w))
+        await asyncio.gather(pipe(r, bw, True), pipe(br, w, False))
 
     def cut(self) -> None:
         for a, b in self.conns:

@@ -502,3 +502,42 @@ async def test_state_file_of_a_lost_slot(broker, tmp_path):
     bad.write_text("not json")
     with pytest.raises(ValueError, match="not a state file"):
         await Host.connect(broker.ws_url, api_key=broker.key, state_file=str(bad))
+
+
+async def test_frames_lost_in_a_drop(broker):
+    """Frames written just before a drop never reach the broker. After the resume the sync
+    barrier settles them: progress, a result and an answered request are sent again and
+    succeed; a milestone, which could be narrated twice, raises UnconfirmedError."""
+    from backchannel import UnconfirmedError
+    proxy = await Proxy(broker.port).start()
+    jobs: asyncio.Queue = asyncio.Queue()
+
+    async def export(call):
+        await jobs.put(await call.defer(fresh("export")))
+
+    h, a = await pair(broker, [Tool("export", export, deferred=True)], url=proxy.ws_url, backoff=fast_backoff())
+    r = await a.call("export")
+    job = await get(jobs)
+    proxy.lose = True
+    progress = asyncio.ensure_future(job.progress("lost, then sent again"))
+    milestone = asyncio.ensure_future(job.milestone("lost: narrated twice if repeated"))
+    cancel = asyncio.ensure_future(h.cancel_job(fresh("nobody")))
+    await asyncio.sleep(0.3)
+    assert not (progress.done() or milestone.done() or cancel.done())
+    proxy.lose = False
+    proxy.cut()
+    with pytest.raises(UnconfirmedError) as e:
+        await asyncio.wait_for(milestone, WAIT)
+    assert "tool_partial_result" in str(e.value) and not e.value.retryable
+    await asyncio.wait_for(progress, WAIT)
+    assert await asyncio.wait_for(cancel, WAIT) == "unknown_call"
+    proxy.lose = True
+    result = asyncio.ensure_future(job.result("sent twice, applied once"))
+    await asyncio.sleep(0.3)
+    proxy.lose = False
+    proxy.cut()
+    await asyncio.wait_for(result, WAIT)
+    assert (await a.wait_result(r.call_id)).content == "sent twice, applied once"
+    await a.close()
+    await h.close()
+    await proxy.close()

@@ -305,6 +305,7 @@ class Agent(Conversation):
         if call_id in self._results:
             raise ValueError(f"backchannel: call id {call_id!r} is already in use by this agent")
         fut: asyncio.Future[ToolResult] = asyncio.get_running_loop().create_future()
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._results[call_id] = fut
         try:
             await self.client.send_agent_tool_call(call_id, conversation_id, name, arguments, local)

@@ -102,6 +102,8 @@ class _Request:
         self.resent = False
         self.done = False
         self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        # A request whose caller stopped waiting still gets its outcome: never "never retrieved".
+        self.future.add_done_callback(_retrieve)
 
 
 class _Pacer:
@@ -937,6 +939,11 @@ class Client:
 
     async def send_conversation_cancel(self, conversation_id: str) -> None:
         await self._request(fr.ConversationCancel(conversation_id=conversation_id), _SILENT, _ALWAYS)
+
+
+def _retrieve(f: "asyncio.Future[Any]") -> None:
+    if not f.cancelled():
+        f.exception()
 
 
 def _abort(ws: Any) -> None:
