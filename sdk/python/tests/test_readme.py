@@ -5,6 +5,7 @@ resumes from host.state and the agent gets the job's result."""
 
 import asyncio
 import json
+import os
 import re
 import signal
 import subprocess
@@ -35,9 +36,8 @@ async def test_readme_host_runs_as_written(start_broker, binary, tmp_path):
     (tmp_path / "host.py").write_text(code.replace("127.0.0.1:8080", f"127.0.0.1:{b.port}"))
 
     async def start_host() -> Example:
-        env_path = str(SDK / "src")
         proc = await asyncio.create_subprocess_exec(sys.executable, "host.py", cwd=tmp_path,
-                                                    env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"},
+                                                    env=dict(os.environ, PYTHONPATH=str(SDK / "src")),
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         return Example(proc)
 
