@@ -51,17 +51,18 @@ var (
 	// callerReceives: transcripts (17), answers to its cancel requests, errors and the end of
 	// the session. Narration lifecycle frames go to the job's host (8), not to the caller.
 	callerReceives = []string{"welcome", "error", "job.cancel_result", "session.ended", "transcript"}
-	// agentSends: the text agent frames of SPEC 13 and 9 (agent.interaction_answer), and
-	// session.end. A text agent cancels with the built-in cancel tool, not job.cancel (11).
+	// agentSends: the text agent frames of SPEC 13 and 9 (agent.interaction_answer),
+	// job.cancel (SPEC 11: reason agent_request, as the built-in cancel tool) and session.end.
 	agentSends = []string{
 		"hello", "session.end", "agent.tool_call", "agent.turn_start", "agent.turn_end",
 		"agent.message", "agent.local_result", "agent.interaction_answer", "agent.final",
-		"conversation.create", "conversation.cancel",
+		"conversation.create", "conversation.cancel", "job.cancel",
 	}
-	// agentReceives: the broker → agent frames of SPEC 13, errors and the end of the session.
+	// agentReceives: the broker → agent frames of SPEC 13, job.cancel_result, errors and the
+	// end of the session.
 	agentReceives = []string{
 		"welcome", "error", "session.ended", "agent.tool_result", "agent.prompt",
-		"agent.message_committed", "agent.local_cancel", "conversation.created",
+		"agent.message_committed", "agent.local_cancel", "conversation.created", "job.cancel_result",
 	}
 )
 

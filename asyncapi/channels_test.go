@@ -234,13 +234,13 @@ func TestChannelsListTheFramesOfEachRole(t *testing.T) {
 		{"hello", "caller.text", "job.cancel", "session.end"},
 		{"welcome", "error", "job.cancel_result", "session.ended", "transcript"},
 	}
-	// agent: SPEC 13 and 9 (agent.interaction_answer), 3.6.
+	// agent: SPEC 13 and 9 (agent.interaction_answer), 11 (job.cancel from an agent), 3.6.
 	agent := [2][]string{
 		{"hello", "session.end", "agent.tool_call", "agent.turn_start", "agent.turn_end", "agent.message",
 			"agent.local_result", "agent.interaction_answer", "agent.final", "conversation.create",
-			"conversation.cancel"},
+			"conversation.cancel", "job.cancel"},
 		{"welcome", "error", "session.ended", "agent.tool_result", "agent.prompt", "agent.message_committed",
-			"agent.local_cancel", "conversation.created"},
+			"agent.local_cancel", "conversation.created", "job.cancel_result"},
 	}
 	// frames: the data channel of a caller that is also a host (SPEC 1 and 17).
 	both := [2][]string{slices.Concat(caller[0], host[0]), slices.Concat(caller[1], host[1])}
@@ -262,6 +262,22 @@ func TestChannelsListTheFramesOfEachRole(t *testing.T) {
 			if g, w := set(got), set(w[i]); !slices.Equal(g, w) {
 				t.Errorf("%s lists %v, want %v", path, g, w)
 			}
+		}
+	}
+}
+
+// TestOnlyWelcomeHasNoSeq: every broker frame's schema has seq, except welcome's (SPEC 2).
+func TestOnlyWelcomeHasNoSeq(t *testing.T) {
+	schemas := object(t, parsedDocument(t), "components/schemas")
+	for _, typ := range frames.Types() {
+		if d, _ := frames.DirectionOf(typ); d != frames.BrokerToClient {
+			continue
+		}
+		f, _ := frames.New(typ)
+		name := reflect.TypeOf(f).Elem().Name()
+		props := object(t, schemas[name], "properties")
+		if _, has := props["seq"]; has != (typ != "welcome") {
+			t.Errorf("schema %s (%s) has seq: %v", name, typ, has)
 		}
 	}
 }

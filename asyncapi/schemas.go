@@ -114,9 +114,14 @@ func complete(s *jsonschema.Schema, src sources) error {
 	if t.Kind() != reflect.Struct {
 		return nil
 	}
+	unsequenced := false
+	if f, ok := reflect.New(t).Interface().(frames.Frame); ok && !frames.Sequenced(f.FrameType()) {
+		unsequenced = true
+		delete(s.Properties, "seq") // it embeds Reply, but never carries seq (SPEC 2)
+	}
 	for _, f := range reflect.VisibleFields(t) {
 		name, ok := wireName(f)
-		if !ok {
+		if !ok || (unsequenced && name == "seq") {
 			continue
 		}
 		prop, ok := s.Properties[name]

@@ -55,6 +55,10 @@ type Reply struct {
 	Seq int64 `json:"seq,omitempty"`
 }
 
+// Sequenced reports whether broker frames of type typ carry seq (SPEC 2: every broker frame
+// except welcome, which starts the connection).
+func Sequenced(typ string) bool { return typ != "welcome" }
+
 // registration is one entry of the frame registry.
 type registration struct {
 	typ    string

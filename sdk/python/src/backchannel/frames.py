@@ -153,7 +153,6 @@ class Welcome(Frame):
     server_time_ms: int
     join_token: str | None = None
     ref: str | None = None
-    seq: int | None = None
 
 
 @dataclass(**_KW)
@@ -307,7 +306,7 @@ class ToolResult(Frame):
 class JobCancel(Frame):
     TYPE = "job.cancel"
     DIRECTION = "client"
-    ROLES = ("host",)
+    ROLES = ("host", "agent")
     call_id: str | None = None
     handle: str | None = None
     id: str | None = None
@@ -317,7 +316,7 @@ class JobCancel(Frame):
 class JobCancelResult(Frame):
     TYPE = "job.cancel_result"
     DIRECTION = "broker"
-    ROLES = ("host",)
+    ROLES = ("host", "agent")
     call_id: str
     result: CancelResult
     handle: str | None = None
