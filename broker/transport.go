@@ -1,5 +1,7 @@
 package broker
 
+import "github.com/backchannel-io/backchannel/frames"
+
 // Transport is one client connection as the broker sees it: a WebSocket (package broker/ws)
 // or, later, a WebRTC data channel. Implementations are safe for concurrent use.
 type Transport interface {
@@ -18,7 +20,7 @@ type Transport interface {
 // Connection is what Node.Hello gives a transport for the connection it attached: the
 // transport hands it every message it reads after the hello, and tells it when the connection
 // is gone. It is a *Client when this node holds the session, and the edge of a relayed
-// connection when another node does (edge.go).
+// connection when another node does (relay.Edge).
 type Connection interface {
 	// SessionID is the id of the connection's session.
 	SessionID() string
@@ -33,11 +35,11 @@ type Connection interface {
 	Dropped()
 }
 
-// WebSocket close status codes the broker uses (RFC 6455).
+// WebSocket close status codes the broker uses (frames.Close*).
 const (
-	StatusNormal         = 1000 // session.ended was the last frame
-	StatusPolicy         = 1008 // refused hello, hello timeout, resumed elsewhere, repeated limit violations
-	StatusTooBig         = 1009 // a message over the transport's hard limit
-	StatusServiceRestart = 1012 // shutdown with a shared store: resume on another node
-	StatusTryAgainLater  = 1013 // slow consumer: the send queue overflowed
+	StatusNormal         = frames.CloseNormal
+	StatusPolicy         = frames.ClosePolicy
+	StatusTooBig         = frames.CloseTooBig
+	StatusServiceRestart = frames.CloseServiceRestart
+	StatusTryAgainLater  = frames.CloseTryAgainLater
 )
