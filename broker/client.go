@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/backchannel-io/backchannel/broker/relay"
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
 )
@@ -152,7 +154,7 @@ func (c *Client) Dropped() {
 // Hello handles the first frame of a new connection (SPEC 3): it authenticates, creates or
 // finds the session, attaches or resumes a slot and sends the welcome (and, on resume, the
 // replay). It returns nil after refusing the hello with an error frame and close 1008. A hello
-// for a session another live node holds is relayed there (edge.go).
+// for a session another live node holds is relayed there (package relay).
 func (n *Node) Hello(tr Transport, data []byte) Connection {
 	if e, c := n.hello(tr, data, true); e != nil {
 		return e
@@ -162,10 +164,10 @@ func (n *Node) Hello(tr Transport, data []byte) Connection {
 	return nil
 }
 
-// hello is Hello; a connection relayed from another node (remote.go) is never relayed on
+// hello is Hello; a connection relayed from another node (package relay) is never relayed on
 // (mayRelay false). It returns the edge of a relayed connection, or the attached Client, or
 // neither after a refusal.
-func (n *Node) hello(tr Transport, data []byte, mayRelay bool) (*edgeConn, *Client) {
+func (n *Node) hello(tr Transport, data []byte, mayRelay bool) (*relay.Edge, *Client) {
 	f, err := frames.DecodeClient(data)
 	if err != nil {
 		n.refuse(tr, decodeError(err))
@@ -184,8 +186,16 @@ func (n *Node) hello(tr Transport, data []byte, mayRelay bool) (*edgeConn, *Clie
 	}
 	if loc.place == placeNode {
 		if mayRelay {
-			if e, refused := n.relayHello(tr, h, data, loc); e != nil || refused {
+			e, err := n.relay.Dial(tr, loc.holder, h.SessionID, data)
+			if err == nil {
 				return e, nil
+			}
+			if !errors.Is(err, cluster.ErrNotListening) {
+				n.log.Warn("broker: relaying a hello to the session's node", "session", h.SessionID, "node", loc.holder, "err", err)
+				refusal := frames.Errorf(frames.CodeInternal, "the node that holds session %s cannot be reached; try again", h.SessionID)
+				refusal.Ref, refusal.Retryable = h.ID, true
+				n.refuse(tr, refusal)
+				return nil, nil
 			}
 		}
 		// Not relayed: its node's inbox does not listen (it died holding the session), or the
@@ -457,7 +467,7 @@ func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string, used
 	prev, prevHash, prevOK := sl.tokenHash, sl.prevHash, sl.prevOK
 	// A relayed connection's welcome may be lost between the nodes (a Redis restart): until
 	// its edge confirms it (welcomeConfirmed), the hello's token stays valid too.
-	_, relayed := tr.(*remoteConn)
+	relayed := relay.IsRemote(tr)
 	sl.tokenHash, sl.prevHash, sl.prevOK = hash, used, relayed && used != [32]byte{}
 	if err := s.saveJournal(); err != nil { // the token's hash, before the token goes out
 		sl.tokenHash, sl.prevHash, sl.prevOK = prev, prevHash, prevOK

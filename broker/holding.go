@@ -9,7 +9,7 @@ import (
 
 // Holding. A node records in its cluster's directory (cluster.Directory) which sessions it
 // holds and that it is alive, both for Config.HoldTTL and renewed every third of it, so that another node
-// can relay a connection to it (edge.go) and can tell when it crashed.
+// can relay a connection to it (package relay) and can tell when it crashed.
 
 // hold records that this node holds session s (created or taken back here).
 func (n *Node) hold(s *Session) {
@@ -38,8 +38,7 @@ func (n *Node) holdEvery(ctx context.Context) {
 	n.renew(ctx)
 	every(ctx, n.cfg.HoldTTL/3, func() {
 		n.renew(ctx)
-		n.dropDeadEdges(ctx)
-		n.closeDeadHolders(ctx)
+		n.relay.DropDead(ctx)
 	})
 }
 
@@ -78,5 +77,5 @@ func (n *Node) renew(ctx context.Context) {
 
 // listen opens the node's inbox, trying again every second while the store cannot be reached.
 func (n *Node) listen(ctx context.Context) {
-	n.untilDone(ctx, "opening the node's inbox", func() error { return n.dir.NodeInbox(ctx, n.addr, n.inbox, n.relayLost) }, &n.inboxUp)
+	n.untilDone(ctx, "opening the node's inbox", func() error { return n.dir.NodeInbox(ctx, n.addr, n.relay.Inbox, n.relayLost) }, &n.inboxUp)
 }

@@ -8,9 +8,9 @@ import (
 
 // Where a session is (SPEC 15: one node at a time holds a session's live parts; SPEC 10:
 // resume works on any node). Every entry point that names a session — a hello (client.go,
-// edge.go), an HTTP request about it (forward.go, the timeline, the WebRTC signaling), the MCP
+// package relay), an HTTP request about it (forward.go, the timeline, the WebRTC signaling), the MCP
 // facade's initialize (agentport.go) — asks locate first and acts on its answer: a session
-// here is served here; one another live node holds is relayed (edge.go) or forwarded
+// here is served here; one another live node holds is relayed (package relay) or forwarded
 // (forward.go) there; an ended one is answered as ended; one no live node holds is taken over
 // by an explicit step, takeBack, never as a side effect of a lookup or of an authorization.
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/backchannel-io/backchannel/broker/relay"
 	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/jobs"
 )
@@ -49,19 +50,14 @@ type Node struct {
 
 	// The cluster (the store's): its directory, journal, parking and change relay.
 	addr    string            // this node's address among the nodes: NodeID plus a random suffix
-	dir     cluster.Directory // holders, live nodes, inboxes (holding.go, remote.go, edge.go)
+	dir     cluster.Directory // holders, live nodes, inboxes (holding.go, package relay)
 	journal cluster.Journal   // the sessions' journal (journal.go; held.go says when it is written)
 	parking cluster.Parking   // parked sessions (park.go)
 	changes cluster.ChangeRelay
-	// Relayed connections (remote.go, edge.go).
-	relayMu sync.Mutex
-	remotes map[string]*remoteConn // held here, their edge elsewhere; by edge/conn
-	// endedRemotes are remotes that ended within endedLinkKeep (relaycheck.go); by edge/conn
-	endedRemotes map[string]*remoteConn
-	edges        map[string]*edgeConn // edge here, their session held elsewhere; by conn
-	relayOut     sync.WaitGroup       // the writers of frames to relayed connections' nodes
-	inboxUp      atomic.Bool          // the node's inbox listens
-	url          advertisedURL        // where other nodes reach this node's HTTP server (forward.go)
+	// relay carries the connections relayed between this node and others (package relay).
+	relay   *relay.Relay
+	inboxUp atomic.Bool   // the node's inbox listens
+	url     advertisedURL // where other nodes reach this node's HTTP server (forward.go)
 }
 
 // endedSession is what a node remembers of an ended session for the retention period: enough
@@ -80,22 +76,21 @@ func NewNode(cfg Config, store cluster.Store) *Node {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
-		now:          time.Now,
-		cfg:          cfg,
-		log:          cfg.Logger,
-		store:        store,
-		ctx:          ctx,
-		cancel:       cancel,
-		sessions:     make(map[string]*Session),
-		perTenant:    make(map[string]int),
-		ended:        make(map[string]*endedSession),
-		metrics:      newMetrics(),
-		remotes:      make(map[string]*remoteConn),
-		endedRemotes: make(map[string]*remoteConn),
-		edges:        make(map[string]*edgeConn),
+		now:       time.Now,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		store:     store,
+		ctx:       ctx,
+		cancel:    cancel,
+		sessions:  make(map[string]*Session),
+		perTenant: make(map[string]int),
+		ended:     make(map[string]*endedSession),
+		metrics:   newMetrics(),
 	}
 	n.addr = cfg.NodeID + "." + randomID(8)
 	n.dir, n.journal, n.parking, n.changes = store, store, store, store
+	n.relay = relay.New(ctx, relay.Config{Addr: n.addr, Directory: store, Node: relayHost{n},
+		SendQueueBytes: cfg.Limits.SendQueueBytes, Log: cfg.Logger})
 	n.engine = jobs.NewEngine(store, engineOptions(&n.cfg, n.onChange))
 	return n
 }
@@ -130,7 +125,7 @@ func (n *Node) Run(ctx context.Context) error {
 	loop(func(ctx context.Context) { every(ctx, overdueSweep, n.sweepOverdueAll) })
 	loop(n.listen)
 	loop(n.holdEvery)
-	loop(func(ctx context.Context) { every(ctx, relayCheck, n.pingRelays) })
+	loop(func(ctx context.Context) { every(ctx, relay.CheckEvery, n.relay.Ping) })
 	loop(func(ctx context.Context) { every(ctx, parkedSweep, func() { n.sweepParked(); n.sweepOrphans() }) })
 	err := n.engine.Run(ctx)
 	if errors.Is(err, context.Canceled) {
@@ -419,9 +414,9 @@ func (n *Node) Shutdown(ctx context.Context, end bool) error {
 			done()
 		}
 	}
-	n.closeEdges()
+	n.relay.CloseEdges()
 	finished := make(chan struct{})
-	go func() { wg.Wait(); n.relayOut.Wait(); close(finished) }()
+	go func() { wg.Wait(); n.relay.Wait(); close(finished) }()
 	var err error
 	select {
 	case <-finished:

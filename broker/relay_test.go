@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backchannel-io/backchannel/broker/relay"
 	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/jobs"
@@ -43,16 +44,16 @@ type peer struct {
 	addr  string
 	to    string // the node under test
 	store *memstore.Store
-	got   chan relayMsg
+	got   chan relay.Message
 }
 
 func newPeer(t *testing.T, store *memstore.Store, addr, to string) *peer {
 	t.Helper()
-	p := &peer{t: t, addr: addr, to: to, store: store, got: make(chan relayMsg, 256)}
+	p := &peer{t: t, addr: addr, to: to, store: store, got: make(chan relay.Message, 256)}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := store.NodeInbox(ctx, addr, func(b []byte) {
-		var m relayMsg
+		var m relay.Message
 		if json.Unmarshal(b, &m) == nil {
 			p.got <- m
 		}
@@ -62,7 +63,7 @@ func newPeer(t *testing.T, store *memstore.Store, addr, to string) *peer {
 	return p
 }
 
-func (p *peer) send(m relayMsg) {
+func (p *peer) send(m relay.Message) {
 	p.t.Helper()
 	m.From = p.addr
 	b, _ := json.Marshal(m)
@@ -72,12 +73,12 @@ func (p *peer) send(m relayMsg) {
 }
 
 // next is the next message for connection conn (pings skipped).
-func (p *peer) next(conn string) relayMsg {
+func (p *peer) next(conn string) relay.Message {
 	p.t.Helper()
 	for {
 		select {
 		case m := <-p.got:
-			if m.Op != opPing && (conn == "" || m.Conn == conn) {
+			if m.Op != relay.OpPing && (conn == "" || m.Conn == conn) {
 				return m
 			}
 		case <-time.After(10 * time.Second):
@@ -86,8 +87,8 @@ func (p *peer) next(conn string) relayMsg {
 	}
 }
 
-// frame decodes the frame a relayMsg carries.
-func frame(t *testing.T, m relayMsg) map[string]any {
+// frame decodes the frame a relay.Message carries.
+func frame(t *testing.T, m relay.Message) map[string]any {
 	t.Helper()
 	var f map[string]any
 	if err := json.Unmarshal(m.Data, &f); err != nil {
@@ -112,19 +113,19 @@ func TestRelayGapOnTheHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	edge := newPeer(t, store, "edge-x", n.addr)
-	edge.send(relayMsg{Op: opHello, Conn: "c1", N: 1, Data: helloData(map[string]any{"role": "host", "session_id": s.ID(), "join_token": s.JoinToken()})})
+	edge.send(relay.Message{Op: relay.OpHello, Conn: "c1", N: 1, Data: helloData(map[string]any{"role": "host", "session_id": s.ID(), "join_token": s.JoinToken()})})
 	w := edge.next("c1")
-	if w.Op != opSend || w.N != 1 || frame(t, w)["type"] != "welcome" {
+	if w.Op != relay.OpSend || w.N != 1 || frame(t, w)["type"] != "welcome" {
 		t.Fatalf("the holder's first message to the edge: %+v, want the welcome as message 1", w)
 	}
 	ping, _ := json.Marshal(map[string]any{"type": "job.cancel", "id": "b1", "call_id": "call_00000000000000000000"})
-	edge.send(relayMsg{Op: opFrame, Conn: "c1", N: 2, Data: ping})
-	if m := edge.next("c1"); m.Op != opSend || m.N != 2 || frame(t, m)["ref"] != "b1" {
+	edge.send(relay.Message{Op: relay.OpFrame, Conn: "c1", N: 2, Data: ping})
+	if m := edge.next("c1"); m.Op != relay.OpSend || m.N != 2 || frame(t, m)["ref"] != "b1" {
 		t.Fatalf("the answer to message 2: %+v, want it as message 2", m)
 	}
-	edge.send(relayMsg{Op: opFrame, Conn: "c1", N: 4, Data: ping}) // message 3 was lost
+	edge.send(relay.Message{Op: relay.OpFrame, Conn: "c1", N: 4, Data: ping}) // message 3 was lost
 	m := edge.next("c1")
-	if m.Op != opClose || m.Code != StatusServiceRestart || m.N != 3 {
+	if m.Op != relay.OpClose || m.Code != StatusServiceRestart || m.N != 3 {
 		t.Fatalf("after a gap in the edge's messages the holder sent %+v, want close 1012 as message 3", m)
 	}
 }
@@ -132,7 +133,7 @@ func TestRelayGapOnTheHolder(t *testing.T) {
 // edgeOfElsewhere makes a node the edge of a host's connection to sess_elsewhere, which the
 // test's peer holder-x holds: it returns the peer, the client's connection, the relayed hello
 // (message 1) and the welcome the peer sent back as its message 1, once the client has it.
-func edgeOfElsewhere(t *testing.T) (holder *peer, tc *closingConn, hello relayMsg, welcome []byte) {
+func edgeOfElsewhere(t *testing.T) (holder *peer, tc *closingConn, hello relay.Message, welcome []byte) {
 	t.Helper()
 	n, store := relayNode(t)
 	holder = newPeer(t, store, "holder-x", n.addr)
@@ -148,11 +149,11 @@ func edgeOfElsewhere(t *testing.T) (holder *peer, tc *closingConn, hello relayMs
 		t.Fatal("a hello for a session another live node holds was not relayed")
 	}
 	hello = holder.next("")
-	if hello.Op != opHello || hello.N != 1 {
+	if hello.Op != relay.OpHello || hello.N != 1 {
 		t.Fatalf("the edge's first message: %+v, want the hello as message 1", hello)
 	}
 	welcome, _ = json.Marshal(map[string]any{"type": "welcome"})
-	holder.send(relayMsg{Op: opSend, Conn: hello.Conn, N: 1, Data: welcome})
+	holder.send(relay.Message{Op: relay.OpSend, Conn: hello.Conn, N: 1, Data: welcome})
 	if f := tc.next(); f["type"] != "welcome" {
 		t.Fatalf("the client got %v, want the relayed welcome", f)
 	}
@@ -164,10 +165,10 @@ func edgeOfElsewhere(t *testing.T) (holder *peer, tc *closingConn, hello relayMs
 // and the holder is told the connection dropped.
 func TestRelayGapOnTheEdge(t *testing.T) {
 	holder, tc, h, welcome := edgeOfElsewhere(t)
-	if a := holder.next(h.Conn); a.Op != opAck || a.N != 2 {
+	if a := holder.next(h.Conn); a.Op != relay.OpAck || a.N != 2 {
 		t.Fatalf("after the welcome the holder was told %+v, want ack as message 2", a)
 	}
-	holder.send(relayMsg{Op: opSend, Conn: h.Conn, N: 3, Data: welcome}) // message 2 was lost
+	holder.send(relay.Message{Op: relay.OpSend, Conn: h.Conn, N: 3, Data: welcome}) // message 2 was lost
 	select {
 	case code := <-tc.closed:
 		if code != StatusServiceRestart {
@@ -176,7 +177,7 @@ func TestRelayGapOnTheEdge(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the client was not closed after a gap in the holder's messages")
 	}
-	if d := holder.next(h.Conn); d.Op != opDrop {
+	if d := holder.next(h.Conn); d.Op != relay.OpDrop {
 		t.Errorf("the holder was told %+v, want the drop", d)
 	}
 }
@@ -199,15 +200,15 @@ func TestRelayedWelcomeKeepsTheTokenUntilAcked(t *testing.T) {
 		host.c.Dropped()
 		token := w["resume_token"].(string)
 		edge := newPeer(t, store, "edge-x", n.addr)
-		edge.send(relayMsg{Op: opHello, Conn: "c1", N: 1, Data: helloData(map[string]any{"role": "host", "session_id": s.ID(), "resume_token": token, "last_seq": 0})})
+		edge.send(relay.Message{Op: relay.OpHello, Conn: "c1", N: 1, Data: helloData(map[string]any{"role": "host", "session_id": s.ID(), "resume_token": token, "last_seq": 0})})
 		if m := edge.next("c1"); frame(t, m)["type"] != "welcome" {
 			t.Fatalf("the relayed resume: %+v", m)
 		}
 		if acked {
-			edge.send(relayMsg{Op: opAck, Conn: "c1", N: 2})
+			edge.send(relay.Message{Op: relay.OpAck, Conn: "c1", N: 2})
 		}
 		if c.dropped {
-			edge.send(relayMsg{Op: opDrop, Conn: "c1"})
+			edge.send(relay.Message{Op: relay.OpDrop, Conn: "c1"})
 			waitDetached(t, s, host.c.slot)
 		} else if acked {
 			waitAcked(t, s, host.c.slot)
@@ -222,7 +223,7 @@ func TestRelayedWelcomeKeepsTheTokenUntilAcked(t *testing.T) {
 			t.Errorf("%+v: a resume with a token whose relayed welcome was confirmed: %v, want resume_invalid", c, f)
 		}
 		if !acked && !c.dropped {
-			if m := edge.next("c1"); m.Op != opClose {
+			if m := edge.next("c1"); m.Op != relay.OpClose {
 				t.Errorf("the relayed connection the resume took the slot from got %+v, want it closed", m)
 			}
 		}
@@ -253,7 +254,7 @@ func TestReconcileFindsALostChange(t *testing.T) {
 }
 
 // isRelayed reports whether c is the edge of a relayed connection.
-func isRelayed(c Connection) bool { _, ok := c.(*edgeConn); return ok }
+func isRelayed(c Connection) bool { _, ok := c.(*relay.Edge); return ok }
 
 // waitDetached waits until the session has handled the drop of sl's connection (it looks on
 // the session's loop, where the drop is handled).

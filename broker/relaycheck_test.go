@@ -5,26 +5,28 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/backchannel-io/backchannel/broker/relay"
 )
 
-// The check of relayed links by ping (relaycheck.go), driven from the other node's end as in
+// The check of relayed links by ping (package relay, check.go), driven from the other node's end as in
 // relay_test.go: the test sends the pings a real node would, naming messages the store lost.
 
-// ping sends an opPing listing links.
-func (p *peer) ping(d pingData) {
+// ping sends an relay.OpPing listing links.
+func (p *peer) ping(d relay.PingData) {
 	p.t.Helper()
 	b, _ := json.Marshal(d)
-	p.send(relayMsg{Op: opPing, Data: b})
+	p.send(relay.Message{Op: relay.OpPing, Data: b})
 }
 
 // pong waits for the node's answer to a ping.
-func (p *peer) pong() pongData {
+func (p *peer) pong() relay.PongData {
 	p.t.Helper()
 	for {
 		select {
 		case m := <-p.got:
-			if m.Op == opPong {
-				var d pongData
+			if m.Op == relay.OpPong {
+				var d relay.PongData
 				if err := json.Unmarshal(m.Data, &d); err != nil {
 					p.t.Fatalf("pong %q: %v", m.Data, err)
 				}
@@ -44,9 +46,9 @@ func relayedHost(t *testing.T, n *Node, edge *peer, conn string) (*Session, map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	edge.send(relayMsg{Op: opHello, Conn: conn, N: 1, Data: helloData(map[string]any{"role": "host", "session_id": s.ID(), "join_token": s.JoinToken()})})
+	edge.send(relay.Message{Op: relay.OpHello, Conn: conn, N: 1, Data: helloData(map[string]any{"role": "host", "session_id": s.ID(), "join_token": s.JoinToken()})})
 	w := edge.next(conn)
-	if w.Op != opSend || w.N != 1 || frame(t, w)["type"] != "welcome" {
+	if w.Op != relay.OpSend || w.N != 1 || frame(t, w)["type"] != "welcome" {
 		t.Fatalf("the holder's first message to the edge: %+v, want the welcome as message 1", w)
 	}
 	return s, frame(t, w)
@@ -60,9 +62,9 @@ func TestRelayPingFindsTheEdgesLastMessageLost(t *testing.T) {
 	n, store := relayNode(t)
 	edge := newPeer(t, store, "edge-x", n.addr)
 	relayedHost(t, n, edge, "c1")
-	edge.ping(pingData{Edges: []linkState{{Conn: "c1", Done: 1}}})
-	edge.ping(pingData{Edges: []linkState{{Conn: "c1", Done: 2}}}) // message 2 never arrived
-	if m := edge.next("c1"); m.Op != opClose || m.Code != StatusServiceRestart || m.N != 2 {
+	edge.ping(relay.PingData{Edges: []relay.LinkState{{Conn: "c1", Done: 1}}})
+	edge.ping(relay.PingData{Edges: []relay.LinkState{{Conn: "c1", Done: 2}}}) // message 2 never arrived
+	if m := edge.next("c1"); m.Op != relay.OpClose || m.Code != StatusServiceRestart || m.N != 2 {
 		t.Fatalf("after a ping naming a lost message the holder sent %+v, want close 1012 as message 2", m)
 	}
 }
@@ -74,7 +76,7 @@ func TestRelayPingFindsTheHoldersLastMessageLost(t *testing.T) {
 	holder, tc, h, _ := edgeOfElsewhere(t)
 	// A ping naming what the edge has (and a link it never had, so that its pong shows the
 	// ping was handled) leaves the client alone.
-	holder.ping(pingData{Held: []linkState{{Conn: h.Conn, Done: 1}, {Conn: "phantom", Done: 1}}})
+	holder.ping(relay.PingData{Held: []relay.LinkState{{Conn: h.Conn, Done: 1}, {Conn: "phantom", Done: 1}}})
 	if p := holder.pong(); !slices.Equal(p.Dropped, []string{"phantom"}) {
 		t.Fatalf("the pong: %+v, want dropped [phantom]", p)
 	}
@@ -83,7 +85,7 @@ func TestRelayPingFindsTheHoldersLastMessageLost(t *testing.T) {
 		t.Fatalf("the client was closed (%d) though the edge had every message", code)
 	default:
 	}
-	holder.ping(pingData{Held: []linkState{{Conn: h.Conn, Done: 2}}}) // message 2 never arrived
+	holder.ping(relay.PingData{Held: []relay.LinkState{{Conn: h.Conn, Done: 2}}}) // message 2 never arrived
 	select {
 	case code := <-tc.closed:
 		if code != StatusServiceRestart {
@@ -93,7 +95,7 @@ func TestRelayPingFindsTheHoldersLastMessageLost(t *testing.T) {
 		t.Fatal("the client was not closed after a ping naming a lost message")
 	}
 	for {
-		if d := holder.next(h.Conn); d.Op == opDrop {
+		if d := holder.next(h.Conn); d.Op == relay.OpDrop {
 			break
 		}
 	}
@@ -113,10 +115,10 @@ func TestRelayPingFindsLinksTheOtherSideDropped(t *testing.T) {
 	if f := tc.next(); f["type"] != "welcome" {
 		t.Fatalf("the local resume: %v", f)
 	}
-	if m := edge.next("c1"); m.Op != opClose {
+	if m := edge.next("c1"); m.Op != relay.OpClose {
 		t.Fatalf("the relayed connection whose slot was resumed got %+v, want its close", m)
 	}
-	edge.ping(pingData{Edges: []linkState{{Conn: "c1", Done: 1}, {Conn: "ghost", Done: 3}}, Held: []linkState{{Conn: "phantom", Done: 1}}})
+	edge.ping(relay.PingData{Edges: []relay.LinkState{{Conn: "c1", Done: 1}, {Conn: "ghost", Done: 3}}, Held: []relay.LinkState{{Conn: "phantom", Done: 1}}})
 	p := edge.pong()
 	if !slices.Equal(p.Reset, []string{"ghost"}) || !slices.Equal(p.Dropped, []string{"phantom"}) {
 		t.Errorf("the pong: %+v, want reset [ghost] (c1 said goodbye) and dropped [phantom]", p)

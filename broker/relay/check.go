@@ -1,39 +1,41 @@
-package broker
+package relay
 
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/backchannel-io/backchannel/frames"
 )
 
-// The check of relayed links (remote.go). Numbering every message of a link finds a lost one
+// The check of relayed links. Numbering every message of a link finds a lost one
 // at the next message — but a lost *last* message (an answer, a close) is followed by nothing,
 // and a link one side dropped without a word (the store refused its close) looks alive to the
-// other. So every relayCheck each node pings each node it relays connections with, listing its
+// other. So every CheckEvery each node pings each node it relays connections with, listing its
 // links with that node and, for each, the number of its last message the store took (done).
 // Pub/sub keeps one publisher's order, and a message counts as done only once its publish
 // returned, so when the ping arrives every message up to done is already in: a receiver that
 // got fewer lost some, and breaks the link (the client resumes; replay gives it what it
-// missed). The answer, opPong, lists the links the receiver does not have — its side dropped
+// missed). The answer, OpPong, lists the links the receiver does not have — its side dropped
 // them — and the pinger breaks its side of those.
 
-// linkState is one link in a ping: the connection's id at its edge and the number of the last
+// LinkState is one link in a ping: the connection's id at its edge and the number of the last
 // message its sender handed to the store.
-type linkState struct {
+type LinkState struct {
 	Conn string `json:"conn"`
 	Done int64  `json:"done"`
 }
 
-// pingData is what opPing carries: the sender's links with the receiver, where the sender is
+// PingData is what OpPing carries: the sender's links with the receiver, where the sender is
 // the edge (Edges) and where it holds the session (Held).
-type pingData struct {
-	Edges []linkState `json:"edges,omitempty"`
-	Held  []linkState `json:"held,omitempty"`
+type PingData struct {
+	Edges []LinkState `json:"edges,omitempty"`
+	Held  []LinkState `json:"held,omitempty"`
 }
 
-// pongData is what opPong carries: of the pinger's links, those the receiver no longer has —
+// PongData is what OpPong carries: of the pinger's links, those the receiver no longer has —
 // as holder (Reset: the pinger, their edge, closes its client with 1012) and as edge (Dropped:
 // the pinger, their holder, drops the connection).
-type pongData struct {
+type PongData struct {
 	Reset   []string `json:"reset,omitempty"`
 	Dropped []string `json:"dropped,omitempty"`
 }
@@ -42,16 +44,16 @@ type pongData struct {
 // listing it before its close reached the edge does not have the edge reset it.
 const endedLinkKeep = 30 * time.Second
 
-// pingFor lists the node's links with peer, for opPing.
-func (n *Node) pingFor(edges []*edgeConn, held []*remoteConn) []byte {
-	var p pingData
+// pingFor lists the node's links with peer, for OpPing.
+func (n *Relay) pingFor(edges []*Edge, held []*remote) []byte {
+	var p PingData
 	for _, e := range edges {
 		if d := e.done.Load(); d > 0 { // its hello is in: the holder knows it
-			p.Edges = append(p.Edges, linkState{Conn: e.conn, Done: d})
+			p.Edges = append(p.Edges, LinkState{Conn: e.conn, Done: d})
 		}
 	}
 	for _, rc := range held {
-		p.Held = append(p.Held, linkState{Conn: rc.conn, Done: rc.done.Load()})
+		p.Held = append(p.Held, LinkState{Conn: rc.conn, Done: rc.done.Load()})
 	}
 	b, _ := json.Marshal(p)
 	return b
@@ -59,35 +61,35 @@ func (n *Node) pingFor(edges []*edgeConn, held []*remoteConn) []byte {
 
 // pinged checks the links a ping from another node lists, on the inbox's goroutine (where
 // every earlier message of that node was taken), and answers with what this node lacks.
-func (n *Node) pinged(m relayMsg) {
-	var p pingData
+func (n *Relay) pinged(m Message) {
+	var p PingData
 	if len(m.Data) == 0 || json.Unmarshal(m.Data, &p) != nil {
 		return
 	}
-	var pong pongData
+	var pong PongData
 	for _, l := range p.Edges { // this node holds their sessions
-		n.relayMu.Lock()
+		n.mu.Lock()
 		rc := n.remotes[m.From+"/"+l.Conn]
 		ended := n.endedRemotes[m.From+"/"+l.Conn]
-		n.relayMu.Unlock()
+		n.mu.Unlock()
 		switch {
 		case rc != nil && rc.got < l.Done:
-			n.log.Warn("broker: a relayed connection lost its edge's last messages; the client resumes",
+			n.log.Warn("relay: a relayed connection lost its edge's last messages; the client resumes",
 				"edge", m.From, "got", rc.got, "sent", l.Done)
-			rc.Close(StatusServiceRestart, "relay lost frames")
+			rc.Close(frames.CloseServiceRestart, "relay lost frames")
 		case rc == nil && (ended == nil || !ended.farewellOnItsWay()):
 			pong.Reset = append(pong.Reset, l.Conn)
 		}
 	}
 	for _, l := range p.Held { // this node is their edge
-		n.relayMu.Lock()
+		n.mu.Lock()
 		e := n.edges[l.Conn]
-		n.relayMu.Unlock()
+		n.mu.Unlock()
 		switch {
 		case e == nil || e.holder != m.From:
 			pong.Dropped = append(pong.Dropped, l.Conn)
 		case e.got.Load() < l.Done:
-			n.log.Warn("broker: a relayed connection lost the session node's last messages; the client resumes",
+			n.log.Warn("relay: a relayed connection lost the session node's last messages; the client resumes",
 				"session", e.session, "node", e.holder, "got", e.got.Load(), "sent", l.Done)
 			e.broken("relay lost frames")
 		}
@@ -97,32 +99,32 @@ func (n *Node) pinged(m relayMsg) {
 	}
 	b, _ := json.Marshal(pong)
 	go func() { // not on the inbox's goroutine
-		if err := n.sendTo(m.From, relayMsg{Op: opPong, Data: b}); err != nil {
-			n.log.Debug("broker: answering a ping", "node", m.From, "err", err)
+		if err := n.sendTo(m.From, Message{Op: OpPong, Data: b}); err != nil {
+			n.log.Debug("relay: answering a ping", "node", m.From, "err", err)
 		}
 	}()
 }
 
 // ponged breaks this node's side of the links the other node no longer has.
-func (n *Node) ponged(m relayMsg) {
-	var p pongData
+func (n *Relay) ponged(m Message) {
+	var p PongData
 	if json.Unmarshal(m.Data, &p) != nil {
 		return
 	}
 	for _, conn := range p.Reset {
-		n.relayMu.Lock()
+		n.mu.Lock()
 		e := n.edges[conn]
-		n.relayMu.Unlock()
+		n.mu.Unlock()
 		if e != nil && e.holder == m.From {
-			n.log.Warn("broker: the session's node no longer has a relayed connection; the client resumes",
+			n.log.Warn("relay: the session's node no longer has a relayed connection; the client resumes",
 				"session", e.session, "node", e.holder)
 			e.broken("relay interrupted")
 		}
 	}
 	for _, conn := range p.Dropped {
-		n.relayMu.Lock()
+		n.mu.Lock()
 		rc := n.remotes[m.From+"/"+conn]
-		n.relayMu.Unlock()
+		n.mu.Unlock()
 		if rc != nil {
 			rc.stop()
 		}
@@ -130,9 +132,9 @@ func (n *Node) ponged(m relayMsg) {
 }
 
 // remoteEnded remembers a relayed connection that ended on this node (endedLinkKeep).
-func (n *Node) remoteEnded(rc *remoteConn) {
-	n.relayMu.Lock()
-	defer n.relayMu.Unlock()
+func (n *Relay) remoteEnded(rc *remote) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	rc.endedAt = time.Now()
 	n.endedRemotes[rc.edge+"/"+rc.conn] = rc
 	for k, old := range n.endedRemotes {
@@ -144,7 +146,7 @@ func (n *Node) remoteEnded(rc *remoteConn) {
 
 // farewellOnItsWay reports whether the edge of an ended connection hears of its end without
 // a reset: its close (or abort) was taken by the store, or is still being sent.
-func (rc *remoteConn) farewellOnItsWay() bool {
+func (rc *remote) farewellOnItsWay() bool {
 	if rc.farewell.Load() {
 		return true
 	}
