@@ -889,7 +889,7 @@ export class Client extends Emitter<ClientEvents> {
       this.handshake(f);
       return;
     }
-    const seq = f.seq;
+    const seq = "seq" in f ? f.seq : undefined; // every broker frame but welcome has one
     if (typeof seq === "number" && seq > 0) {
       if (seq <= this.lastSeq) return; // replayed, and seen before
       if (this.lastSeq > 0 && seq !== this.lastSeq + 1) {

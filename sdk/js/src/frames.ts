@@ -195,8 +195,11 @@ export interface ReplyFields {
   seq?: number;
 }
 
-export interface WelcomeFrame extends ReplyFields {
+/** The answer to a hello: it starts the connection and, alone of the broker frames, has no seq. */
+export interface WelcomeFrame {
   type: "welcome";
+  /** The id of the hello it answers. */
+  ref?: string;
   session_id: string;
   connection_id: string;
   resume_token: string;
@@ -397,7 +400,7 @@ export const CLIENT_FIELDS: { readonly [K in ClientFrameType]: FieldTable<Client
 /** The fields of every broker frame (compile-checked against the interfaces above). */
 export const SERVER_FIELDS: { readonly [K in ServerFrameType]: FieldTable<ServerFrameMap[K]> } = {
   "welcome": {
-    ref, seq, session_id: ["string", "req"], connection_id: ["string", "req"], resume_token: ["string", "req"],
+    ref, session_id: ["string", "req"], connection_id: ["string", "req"], resume_token: ["string", "req"],
     resume_window_ms: ["integer", "req"], heartbeat_ms: ["integer", "req"], server_time_ms: ["integer", "req"],
     join_token: ["string", "opt"],
   },
