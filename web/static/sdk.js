@@ -185,7 +185,6 @@ var CLIENT_FIELDS = {
 var SERVER_FIELDS = {
   "welcome": {
     ref,
-    seq,
     session_id: ["string", "req"],
     connection_id: ["string", "req"],
     resume_token: ["string", "req"],
@@ -1439,7 +1438,7 @@ var Client = class extends Emitter {
       this.handshake(f);
       return;
     }
-    const seq2 = f.seq;
+    const seq2 = "seq" in f ? f.seq : void 0;
     if (typeof seq2 === "number" && seq2 > 0) {
       if (seq2 <= this.lastSeq) return;
       if (this.lastSeq > 0 && seq2 !== this.lastSeq + 1) {
