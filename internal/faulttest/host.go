@@ -39,7 +39,44 @@ type hostActor struct {
 	burned  []string // handles of deferred jobs that ended
 	slotGen int      // bumped when the host had to attach a fresh slot
 	handleN int
-	wg      sync.WaitGroup
+	workers workers
+}
+
+// workers counts the host's running workers. Unlike a sync.WaitGroup it may gain one while
+// somebody waits for none (a tool_call read while the run settles).
+type workers struct {
+	mu   sync.Mutex
+	n    int
+	none chan struct{} // closed when n falls to 0
+}
+
+func (w *workers) add() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n == 0 {
+		w.none = make(chan struct{})
+	}
+	w.n++
+}
+
+func (w *workers) done() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n--; w.n == 0 {
+		close(w.none)
+	}
+}
+
+// idle is closed once no worker runs.
+func (w *workers) idle() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return w.none
 }
 
 // hjob is one call the host received.
@@ -98,9 +135,9 @@ func (h *hostActor) startJob(callID, name string, args map[string]json.RawMessag
 		return
 	}
 	j := h.newJob(callID, name, args)
-	h.wg.Add(1)
+	h.workers.add()
 	go func() {
-		defer h.wg.Done()
+		defer h.workers.done()
 		h.work(j)
 	}()
 }
@@ -115,9 +152,9 @@ func (h *hostActor) resumeJob(callID, name, handle string, args map[string]json.
 	}
 	j := h.newJob(callID, name, args)
 	j.handle = handle
-	h.wg.Add(1)
+	h.workers.add()
 	go func() {
-		defer h.wg.Done()
+		defer h.workers.done()
 		h.result(j, true, "ok-"+j.acid+"-resumed", "")
 	}()
 }
@@ -372,10 +409,8 @@ func (h *hostActor) cancelJob(j *hjob) {
 
 // idle waits until every worker returned, or the bound passed; it reports whether they did.
 func (h *hostActor) idle(bound time.Duration) bool {
-	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-h.workers.idle():
 		return true
 	case <-time.After(bound):
 		return false
