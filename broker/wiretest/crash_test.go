@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/backchannel-io/backchannel/broker"
 	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/frames"
@@ -241,8 +243,19 @@ func TestNodeThatLostItsLeaseLetsGo(t *testing.T) {
 		t.Fatalf("a takeover while node A renews its lease: %v, want ErrLeaseHeld", err)
 	}
 
-	// The journal's record names its lease holder (jobs/redisstore: PREFIX{t:TENANT}:live:SESSION, field n).
-	if err := client.HSet(context.Background(), prefix+"{t:"+brokertest.TenantA+"}:live:"+s.sid, "n", "another-node").Err(); err != nil {
+	// The journal's record names its lease holder (jobs/redisstore: PREFIX{t:TENANT}:live:SESSION,
+	// field n), and the lease's end is the session's score in PREFIX{t:TENANT}:live. The other
+	// node's lease runs for a minute — however slow the machine, A cannot take the session back
+	// while the test looks — and is ended below, before B is to take it over.
+	leases := prefix + "{t:" + brokertest.TenantA + "}:live"
+	lease := func(end time.Time) {
+		t.Helper()
+		if err := client.ZAdd(context.Background(), leases, redis.Z{Score: float64(end.UnixMilli()), Member: s.sid}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease(time.Now().Add(time.Minute))
+	if err := client.HSet(context.Background(), leases+":"+s.sid, "n", "another-node").Err(); err != nil {
 		t.Fatal(err)
 	}
 	h.ExpectClosed(broker.StatusServiceRestart)
@@ -262,6 +275,7 @@ func TestNodeThatLostItsLeaseLetsGo(t *testing.T) {
 	}
 	c.Close()
 
+	lease(time.Now()) // the other node's lease runs out: the session is free to take
 	h2, _, _ := s.on(b).resumeMoving("host on B", "host", h.Welcome.Str("resume_token"), h.LastSeq(), 10*time.Second)
 	dr := h2.Next()
 	if js := dr.Arr("jobs"); dr.Type != "tool_deferred_resume" || len(js) != 1 || js[0].(map[string]any)["call_id"] != deferred {
