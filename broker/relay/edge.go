@@ -145,11 +145,7 @@ func (n *Relay) toEdge(m Message) {
 	}
 	e.got.Store(m.N)
 	if m.N == 1 && m.Op == OpSend {
-		// The welcome: the holder hears of it before the client can, so that no hello the
-		// client sends after reading it — through this node, published after the ack, or
-		// through another — finds the token it replaced still valid (SPEC 10). A welcome lost
-		// between the nodes is never acked: that token then still resumes.
-		e.forward(Message{Op: OpAck})
+		defer func() { go e.forward(Message{Op: OpAck}) }() // once the welcome is written
 	}
 	switch m.Op {
 	case OpSend:

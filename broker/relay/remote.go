@@ -34,9 +34,8 @@ const (
 	OpAudio     = "audio"
 	OpOversized = "oversized"
 	OpDrop      = "drop"
-	// OpAck: the edge got the holder's first message — the welcome — and writes it to its
-	// client next (until then the token the hello used stays valid too:
-	// Session.welcomeConfirmed).
+	// OpAck: the edge wrote the holder's first message — the welcome — to its client (until
+	// then the token the hello used stays valid too: Session.welcomeConfirmed).
 	OpAck = "ack"
 
 	OpSend      = "send"
