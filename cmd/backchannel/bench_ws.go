@@ -57,7 +57,11 @@ func wsBench(redisAddr string, n int, o *wsBenchOptions) error {
 	}
 	for _, store := range strings.Split(*o.stores, ",") {
 		store = strings.TrimSpace(store)
-		args := []string{"serve", "--addr", "127.0.0.1:0", "--api-keys", "bench=" + benchKey, "--store", store}
+		// The bench's sessions stay open (in their resume window) after their run, so the idle
+		// figure's come on top of them: the tenant's session limit is raised to hold both.
+		limit := strconv.Itoa(*o.sessions + *o.idleSessions + 100)
+		args := []string{"serve", "--addr", "127.0.0.1:0", "--api-keys", "bench=" + benchKey, "--store", store,
+			"--max-sessions-per-tenant", limit}
 		if store == "redis" {
 			addr := redisAddr
 			if addr == "" {
