@@ -495,8 +495,8 @@ func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string, used
 	return c, nil
 }
 
-// welcomeConfirmed: the edge of the relayed connection c wrote its welcome to the client, so
-// the token the hello used is spent (until then it stays valid beside the new one: SPEC 10's
+// welcomeConfirmed: the edge of the relayed connection c got its welcome and writes it to the
+// client, so the token the hello used is spent (until then it stays valid beside the new one: SPEC 10's
 // rotation is kept for every welcome a client received).
 func (s *Session) welcomeConfirmed(c *Client) {
 	sl := c.slot

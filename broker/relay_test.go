@@ -184,7 +184,7 @@ func TestRelayGapOnTheEdge(t *testing.T) {
 
 // TestRelayedWelcomeKeepsTheTokenUntilAcked covers SPEC 10's rotation where the relay between
 // nodes may lose a welcome (a Redis restart): a resume through an edge rotates the slot's
-// token, and until the edge confirms it wrote the welcome to its client, the token the hello
+// token, and until the edge confirms it got the welcome for its client, the token the hello
 // used stays valid for a resume — also one that arrives before the node heard that the relayed
 // connection broke (the edge closed it, its drop is still on the way): the resume takes the
 // slot from it. Once confirmed it is spent.

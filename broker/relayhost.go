@@ -15,8 +15,8 @@ func (h relayHost) Hello(tr relay.Transport, data []byte) relay.Conn {
 	return nil
 }
 
-// WelcomeConfirmed implements relay.Conn: the edge of the relayed connection c wrote its
-// welcome to the client (Session.welcomeConfirmed).
+// WelcomeConfirmed implements relay.Conn: the edge of the relayed connection c got its welcome
+// and writes it to the client (Session.welcomeConfirmed).
 func (c *Client) WelcomeConfirmed() {
 	s := c.session
 	s.post(func() { s.welcomeConfirmed(c) })

@@ -27,6 +27,10 @@ type Edge struct {
 	sent    int64        // the number of the last message to the holder (Message.N)
 	done    atomic.Int64 // the number of the last message to the holder the store took
 	got     atomic.Int64 // the number of the last message from the holder
+	// While the welcome's ack is on its way (welcoming), the holder's later messages wait.
+	wmu       sync.Mutex
+	welcoming bool
+	waiting   []Message
 }
 
 // Dial makes tr the edge of a connection to session, which the live node holder holds, and
@@ -145,8 +149,50 @@ func (n *Relay) toEdge(m Message) {
 	}
 	e.got.Store(m.N)
 	if m.N == 1 && m.Op == OpSend {
-		defer func() { go e.forward(Message{Op: OpAck}) }() // once the welcome is written
+		// The welcome: the holder hears of it before the client can read it, so that no hello
+		// the client sends after reading it finds the token it replaced still valid (SPEC 10).
+		// The ack is sent off the inbox's goroutine (the store may be slow), and what the
+		// holder sends meanwhile waits for the welcome, in order. A welcome lost between the
+		// nodes is never acked: the replaced token then still resumes.
+		e.wmu.Lock()
+		e.welcoming = true
+		e.wmu.Unlock()
+		go e.welcome(m)
+		return
 	}
+	e.wmu.Lock()
+	if e.welcoming {
+		e.waiting = append(e.waiting, m)
+		e.wmu.Unlock()
+		return
+	}
+	e.wmu.Unlock()
+	e.write(m)
+}
+
+// welcome acks the welcome m to the holder, writes it to the client, then what the holder sent
+// meanwhile.
+func (e *Edge) welcome(m Message) {
+	e.forward(Message{Op: OpAck})
+	e.write(m)
+	for {
+		e.wmu.Lock()
+		batch := e.waiting
+		e.waiting = nil
+		if len(batch) == 0 {
+			e.welcoming = false
+			e.wmu.Unlock()
+			return
+		}
+		e.wmu.Unlock()
+		for _, x := range batch {
+			e.write(x)
+		}
+	}
+}
+
+// write writes one of the holder's messages to the client's connection.
+func (e *Edge) write(m Message) {
 	switch m.Op {
 	case OpSend:
 		e.tr.Send(m.Data)

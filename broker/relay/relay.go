@@ -31,7 +31,7 @@ type Conn interface {
 	Oversized(size int, ref string)
 	// Dropped reports that the connection is gone.
 	Dropped()
-	// WelcomeConfirmed reports that the edge wrote the welcome to its client.
+	// WelcomeConfirmed reports that the edge got the welcome and writes it to its client.
 	WelcomeConfirmed()
 }
 

@@ -169,3 +169,74 @@ func TestRemoteSlowConsumer(t *testing.T) {
 		t.Fatalf("the edge got %+v, want close 1013 slow consumer as the only message", m)
 	}
 }
+// orderLog records, in order, what the edge handed the store and the client.
+type orderLog struct {
+	mu  sync.Mutex
+	ops []string
+}
+
+func (l *orderLog) add(op string) { l.mu.Lock(); l.ops = append(l.ops, op); l.mu.Unlock() }
+
+// loggedDirectory is the memory store's directory, noting each message's op as it is sent.
+type loggedDirectory struct {
+	*memstore.Store
+	log *orderLog
+}
+
+func (d loggedDirectory) SendToNode(ctx context.Context, node string, msg []byte) error {
+	var m Message
+	_ = json.Unmarshal(msg, &m)
+	err := d.Store.SendToNode(ctx, node, msg)
+	d.log.add("store:" + m.Op)
+	return err
+}
+
+// loggedTransport notes each frame written to the client.
+type loggedTransport struct {
+	fakeTransport
+	log *orderLog
+}
+
+func (t *loggedTransport) Send(b []byte) { t.log.add("client:frame"); t.fakeTransport.Send(b) }
+
+// TestEdgeAcksTheWelcomeBeforeTheClientHasIt: the holder hears that the welcome reached the edge
+// before the client can read it, so a hello the client sends after it never finds the replaced
+// token still valid (SPEC 10).
+func TestEdgeAcksTheWelcomeBeforeTheClientHasIt(t *testing.T) {
+	store := memstore.New(nil)
+	holder := other(t, store, "holder")
+	log := &orderLog{}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := New(ctx, Config{Addr: "edge", Directory: loggedDirectory{store, log}, Node: &node{}, SendQueueBytes: 1 << 20})
+	t.Cleanup(func() { cancel(); r.Wait() })
+	if err := store.NodeInbox(ctx, "edge", r.Inbox, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	tr := &loggedTransport{log: log}
+	e, err := r.Dial(tr, "holder", "s1", []byte(`{"type":"hello"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, holder) // the hello
+	b, _ := json.Marshal(Message{Op: OpSend, From: "holder", Conn: e.conn, N: 1, Data: []byte(`{"type":"welcome"}`)})
+	if err := store.SendToNode(context.Background(), "edge", b); err != nil {
+		t.Fatal(err)
+	}
+	if a := next(t, holder); a.Op != OpAck {
+		t.Fatalf("the holder got %+v, want the ack", a)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		log.mu.Lock()
+		ops := append([]string(nil), log.ops...)
+		log.mu.Unlock()
+		if len(ops) >= 3 {
+			if ops[1] != "store:ack" || ops[2] != "client:frame" {
+				t.Fatalf("the edge did %v, want the hello, then the ack in the store, then the welcome to the client", ops)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the edge did only %v", ops)
+		}
+	}
+}

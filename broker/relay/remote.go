@@ -34,8 +34,9 @@ const (
 	OpAudio     = "audio"
 	OpOversized = "oversized"
 	OpDrop      = "drop"
-	// OpAck: the edge wrote the holder's first message — the welcome — to its client (until
-	// then the token the hello used stays valid too: Session.welcomeConfirmed).
+	// OpAck: the edge got the holder's first message — the welcome — and writes it to its
+	// client once the store took the ack (until then the token the hello used stays valid
+	// too: Session.welcomeConfirmed).
 	OpAck = "ack"
 
 	OpSend      = "send"
