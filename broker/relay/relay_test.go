@@ -169,6 +169,7 @@ func TestRemoteSlowConsumer(t *testing.T) {
 		t.Fatalf("the edge got %+v, want close 1013 slow consumer as the only message", m)
 	}
 }
+
 // orderLog records, in order, what the edge handed the store and the client.
 type orderLog struct {
 	mu  sync.Mutex
