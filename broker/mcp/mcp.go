@@ -383,25 +383,33 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	return body, true
 }
 
+// refused answers a request whose session could not be attached (err set) and reports whether
+// it did: forwarded to the node that holds the session, or an HTTP error (404 unknown session,
+// 429 too many sessions, 403 an agent attached, 503 otherwise).
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, sid string, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, broker.ErrUnknownSession) && h.node.ForwardHTTP(w, r, sid):
+		// another node holds the session: it serves the MCP session too
+	case errors.Is(err, broker.ErrUnknownSession):
+		e := broker.NoSession(sid)
+		broker.WriteHTTPError(w, http.StatusNotFound, e.Code, e.Message)
+	case errors.Is(err, broker.ErrTooManySessions):
+		broker.WriteHTTPError(w, http.StatusTooManyRequests, frames.CodeLimitExceeded, "the tenant has the most open sessions allowed")
+	case errors.Is(err, broker.ErrAgentAttached):
+		broker.WriteHTTPError(w, http.StatusForbidden, frames.CodeForbidden, err.Error())
+	default:
+		broker.WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
+	}
+	return true
+}
+
 // initialize serves an initialize request: it attaches a port to the session the request
 // names (or to a new one), and binds the MCP session the SDK creates to it.
 func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, tenant string) {
 	port, err := h.node.AttachAgent(tenant, r.Header.Get(SessionHeader))
-	switch {
-	case errors.Is(err, broker.ErrUnknownSession) && h.node.ForwardHTTP(w, r, r.Header.Get(SessionHeader)):
-		return // another node holds the session: it serves the MCP session too
-	case errors.Is(err, broker.ErrUnknownSession):
-		e := broker.NoSession(r.Header.Get(SessionHeader))
-		broker.WriteHTTPError(w, http.StatusNotFound, e.Code, e.Message)
-		return
-	case errors.Is(err, broker.ErrTooManySessions):
-		broker.WriteHTTPError(w, http.StatusTooManyRequests, frames.CodeLimitExceeded, "the tenant has the most open sessions allowed")
-		return
-	case errors.Is(err, broker.ErrAgentAttached):
-		broker.WriteHTTPError(w, http.StatusForbidden, frames.CodeForbidden, err.Error())
-		return
-	case err != nil:
-		broker.WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
+	if h.refused(w, r, r.Header.Get(SessionHeader), err) {
 		return
 	}
 	// The MCP session's id starts with the Backchannel session's, so that any node can tell

@@ -13,15 +13,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"sync"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/backchannel-io/backchannel/broker"
-	"github.com/backchannel-io/backchannel/frames"
 )
 
 // modernVersion is the first protocol revision without MCP sessions.
@@ -81,18 +77,7 @@ func (m *modern) serveHTTP(w http.ResponseWriter, r *http.Request, tenant string
 		return
 	}
 	b, err := m.bind(tenant, sid)
-	switch {
-	case errors.Is(err, broker.ErrUnknownSession) && m.h.node.ForwardHTTP(w, r, sid):
-		return // another node holds the session
-	case errors.Is(err, broker.ErrUnknownSession):
-		e := broker.NoSession(sid)
-		broker.WriteHTTPError(w, http.StatusNotFound, e.Code, e.Message)
-		return
-	case errors.Is(err, broker.ErrAgentAttached):
-		broker.WriteHTTPError(w, http.StatusForbidden, frames.CodeForbidden, err.Error())
-		return
-	case err != nil:
-		broker.WriteHTTPError(w, http.StatusServiceUnavailable, frames.CodeInternal, err.Error())
+	if m.h.refused(w, r, sid, err) {
 		return
 	}
 	b.enter()

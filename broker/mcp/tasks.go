@@ -83,14 +83,23 @@ func (r *rawResult) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// withTasksCapability adds capabilities.tasks to initialize's answer (SPEC 14).
-func withTasksCapability(res sdk.Result) (sdk.Result, error) {
+// resultObject is a result as a JSON object, to add members to (false: it is not one).
+func resultObject(res sdk.Result) (map[string]any, bool) {
 	b, err := json.Marshal(res)
 	if err != nil {
-		return res, nil
+		return nil, false
 	}
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// withTasksCapability adds capabilities.tasks to initialize's answer (SPEC 14).
+func withTasksCapability(res sdk.Result) (sdk.Result, error) {
+	m, ok := resultObject(res)
+	if !ok {
 		return res, nil
 	}
 	caps, _ := m["capabilities"].(map[string]any)
@@ -109,12 +118,8 @@ func withTasksCapability(res sdk.Result) (sdk.Result, error) {
 // withExecution adds execution.taskSupport to every tool of tools/list's answer (SPEC 14): the
 // built-ins "forbidden" (they never run as tasks), the host tools "optional".
 func withExecution(res sdk.Result) (sdk.Result, error) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return res, nil
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	m, ok := resultObject(res)
+	if !ok {
 		return res, nil
 	}
 	tools, _ := m["tools"].([]any)
