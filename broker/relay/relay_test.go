@@ -40,17 +40,16 @@ func (c *conn) Oversized(int, string) {}
 func (c *conn) Dropped()              {}
 func (c *conn) WelcomeConfirmed()     {}
 
-// node attaches every relayed hello and keeps its transport.
+// node attaches every relayed hello and hands its transport to the test (attached).
 type node struct {
-	mu  sync.Mutex
-	trs []Transport
-	c   *conn
+	attached chan Transport
+	c        *conn
 }
 
 func (n *node) Hello(tr Transport, _ []byte) Conn {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.trs = append(n.trs, tr)
+	if n.attached != nil {
+		n.attached <- tr
+	}
 	return n.c
 }
 
@@ -132,22 +131,17 @@ func TestEdgeBreaksOnAGap(t *testing.T) {
 func TestRemoteSlowConsumer(t *testing.T) {
 	store := memstore.New(nil)
 	edge := other(t, store, "edge")
-	n := &node{c: &conn{got: make(chan []byte, 8)}}
+	n := &node{c: &conn{got: make(chan []byte, 8)}, attached: make(chan Transport, 1)}
 	start(t, store, "holder", n, 100)
 	b, _ := json.Marshal(Message{Op: OpHello, From: "edge", Conn: "c1", N: 1, Data: []byte(`{}`)})
 	if err := store.SendToNode(context.Background(), "holder", b); err != nil {
 		t.Fatal(err)
 	}
 	var tr Transport
-	for deadline := time.Now().Add(5 * time.Second); tr == nil; time.Sleep(5 * time.Millisecond) {
-		n.mu.Lock()
-		if len(n.trs) > 0 {
-			tr = n.trs[0]
-		}
-		n.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatal("the relayed hello never reached the node")
-		}
+	select {
+	case tr = <-n.attached:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the relayed hello never reached the node")
 	}
 	if !IsRemote(tr) {
 		t.Fatal("a relayed connection's transport is not recognised as remote")
@@ -195,10 +189,15 @@ func (d loggedDirectory) SendToNode(ctx context.Context, node string, msg []byte
 // loggedTransport notes each frame written to the client.
 type loggedTransport struct {
 	fakeTransport
-	log *orderLog
+	log     *orderLog
+	written chan struct{} // one per frame written
 }
 
-func (t *loggedTransport) Send(b []byte) { t.log.add("client:frame"); t.fakeTransport.Send(b) }
+func (t *loggedTransport) Send(b []byte) {
+	t.log.add("client:frame")
+	t.fakeTransport.Send(b)
+	t.written <- struct{}{}
+}
 
 // TestEdgeAcksTheWelcomeBeforeTheClientHasIt: the holder hears that the welcome reached the edge
 // before the client can read it, so a hello the client sends after it never finds the replaced
@@ -213,7 +212,7 @@ func TestEdgeAcksTheWelcomeBeforeTheClientHasIt(t *testing.T) {
 	if err := store.NodeInbox(ctx, "edge", r.Inbox, func() {}); err != nil {
 		t.Fatal(err)
 	}
-	tr := &loggedTransport{log: log}
+	tr := &loggedTransport{log: log, written: make(chan struct{}, 4)}
 	e, err := r.Dial(tr, "holder", "s1", []byte(`{"type":"hello"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -226,18 +225,15 @@ func TestEdgeAcksTheWelcomeBeforeTheClientHasIt(t *testing.T) {
 	if a := next(t, holder); a.Op != OpAck {
 		t.Fatalf("the holder got %+v, want the ack", a)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		log.mu.Lock()
-		ops := append([]string(nil), log.ops...)
-		log.mu.Unlock()
-		if len(ops) >= 3 {
-			if ops[1] != "store:ack" || ops[2] != "client:frame" {
-				t.Fatalf("the edge did %v, want the hello, then the ack in the store, then the welcome to the client", ops)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the edge did only %v", ops)
-		}
+	select {
+	case <-tr.written:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the welcome was never written to the client")
+	}
+	log.mu.Lock()
+	ops := append([]string(nil), log.ops...)
+	log.mu.Unlock()
+	if len(ops) != 3 || ops[1] != "store:ack" || ops[2] != "client:frame" {
+		t.Fatalf("the edge did %v, want the hello, then the ack in the store, then the welcome to the client", ops)
 	}
 }
