@@ -21,7 +21,8 @@ type Journal interface {
 	// AppendFrames keeps, in one atomic write, w's frames in their slots' outboxes (each
 	// keeps its newest w.Max frames; a replacement takes the place of the frame already under
 	// its seq) and, when w.AgentState is set, the state of the session's text agent (the
-	// broker's encoding: its conversations, result queues and waits). It returns ErrLeaseLost,
+	// broker's encoding: its conversations, result queues and waits) and the agent's calls
+	// settled since (w.AgentSettled, appended to those kept). It returns ErrLeaseLost,
 	// writing nothing, when node no longer holds the session's lease (another node took it
 	// over, or the journal was dropped). Writing a frame the outbox already has under its seq,
 	// with the same bytes, is no error (a retry of a write whose answer was lost); with other
@@ -51,6 +52,8 @@ type JournaledSession struct {
 	Record    []byte
 	// AgentState is the last text-agent state AppendFrames kept (nil when none).
 	AgentState []byte
+	// AgentSettled are the text agent's settled calls AppendFrames kept, in the order written.
+	AgentSettled [][]byte
 	// Outboxes are each slot's kept frames, oldest first.
 	Outboxes map[string][]JournaledFrame
 	// LeaseEndMS is when the lease of the node that held it last ran out (epoch ms).
@@ -72,6 +75,11 @@ type JournalWrite struct {
 	Frames []JournalFrameWrite
 	// AgentState is the text agent's state, nil when it did not change.
 	AgentState []byte
+	// AgentSettled are text-agent calls that settled since the last write (the broker's
+	// encoding, one each): they are kept apart from AgentState, each written once, after those
+	// written before — or, with AgentSettledReset, instead of them.
+	AgentSettled      [][]byte
+	AgentSettledReset bool
 	// Max is how many frames each outbox keeps at least.
 	Max int
 }

@@ -25,16 +25,8 @@ func StartCluster(t testing.TB, n int) []*Server {
 	}
 	nodes := make([]*Server, n)
 	for i := range nodes {
-		port, err := freePort()
-		if err != nil {
-			t.Fatalf("redistest: %v", err)
-		}
-		bus, err := freePort()
-		if err != nil {
-			t.Fatalf("redistest: %v", err)
-		}
-		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir(), t: t, busPort: bus}
-		if err := s.start(); err != nil {
+		s := &Server{Dir: t.TempDir(), t: t}
+		if err := s.startOnFreePort(true); err != nil {
 			t.Fatalf("redistest: cluster node %d: %v", i, err)
 		}
 		t.Cleanup(s.Kill)

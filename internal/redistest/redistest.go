@@ -1,6 +1,6 @@
-// Package redistest starts private redis-server processes for tests: each on a free loopback
-// port, in its own temporary directory, so a test can stop, kill and restart it without
-// touching any other Redis on the machine.
+// Package redistest starts private redis-server processes for tests: each on a loopback port
+// of its own (port.go), in its own temporary directory, so a test can stop, kill and restart
+// it without touching any other Redis on the machine.
 //
 // When BACKCHANNEL_TEST_REDIS_URL is set, New connects tests to that server instead (fault
 // tests that must kill the server still start their own with Start). A missing redis-server
@@ -9,11 +9,12 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,16 +56,37 @@ func Start(t testing.TB, opts Options) *Server {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal(InstallHint)
 	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatalf("redistest: %v", err)
-	}
-	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: t.TempDir(), t: t, aof: opts.AOF}
-	if err := s.start(); err != nil {
+	s := &Server{Dir: t.TempDir(), t: t, aof: opts.AOF}
+	if err := s.startOnFreePort(false); err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
 	t.Cleanup(func() { s.Kill() })
 	return s
+}
+
+// errPortTaken: another process took the server's port before redis-server bound it.
+var errPortTaken = errors.New("the port was taken")
+
+// startOnFreePort starts the server on a free port (port.go) — and, in cluster mode, its bus on
+// another — trying new ones when a port was taken before the server bound it.
+func (s *Server) startOnFreePort(cluster bool) error {
+	var err error
+	for range 5 {
+		var port int
+		if port, err = freePort(); err != nil {
+			return err
+		}
+		if cluster {
+			if s.busPort, err = freePort(); err != nil {
+				return err
+			}
+		}
+		s.Addr = fmt.Sprintf("127.0.0.1:%d", port)
+		if err = s.start(); !errors.Is(err, errPortTaken) {
+			return err
+		}
+	}
+	return err
 }
 
 func (s *Server) start() error {
@@ -104,18 +126,44 @@ func (s *Server) waitReady(limit time.Duration) error {
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+			if strings.Contains(string(log), "Address already in use") {
+				return fmt.Errorf("redis-server on %s: %w:\n%s", s.Addr, errPortTaken, log)
+			}
 			return fmt.Errorf("redis-server on %s exited at start:\n%s", s.Addr, log)
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
+		info, err := c.Info(ctx, "server").Result()
 		cancel()
 		if err == nil {
+			// The server answering must be the one started (port.go): another process's on
+			// the port means ours cannot bind it.
+			if pid := infoField(info, "process_id"); pid != strconv.Itoa(s.pid()) {
+				s.Kill()
+				return fmt.Errorf("redis-server on %s: %w by another server (pid %s)", s.Addr, errPortTaken, pid)
+			}
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return fmt.Errorf("redis-server on %s did not answer PING within %v", s.Addr, limit)
+}
+
+// pid is the server process's id.
+func (s *Server) pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd.Process.Pid
+}
+
+// infoField is the value of field in the text of an INFO reply ("" when it is absent).
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // Kill stops the server at once with SIGKILL (no shutdown save) and waits for it to exit.
@@ -160,13 +208,4 @@ func New(t testing.TB) *redis.Client {
 // other's keys.
 func Prefix(t testing.TB) string {
 	return fmt.Sprintf("bct:%d:%s:", time.Now().UnixNano(), strings.NewReplacer("/", "_", " ", "_", "{", "_", "}", "_").Replace(t.Name()))
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

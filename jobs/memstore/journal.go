@@ -39,6 +39,7 @@ type journalRecord struct {
 	holder   string // "" after a take-back of the parked session (TakeParked)
 	leaseEnd int64  // epoch ms
 	agent    []byte
+	settled  [][]byte // the agent's settled calls
 }
 
 // journalOutbox is one slot's journaled outbox: frames in seq order, and the replacements of
@@ -140,6 +141,12 @@ func (s *Store) AppendFrames(ctx context.Context, node, tenant, id string, w clu
 	if w.AgentState != nil {
 		r.agent = slices.Clone(w.AgentState)
 	}
+	if w.AgentSettledReset {
+		r.settled = nil
+	}
+	for _, b := range w.AgentSettled {
+		r.settled = append(r.settled, slices.Clone(b))
+	}
 	return nil
 }
 
@@ -199,7 +206,7 @@ func (s *Store) TakeOver(ctx context.Context, node, tenant, id string, ttl time.
 	ended := r.leaseEnd
 	r.holder, r.leaseEnd = node, now+ttl.Milliseconds()
 	js := &cluster.JournaledSession{Tenant: tenant, SessionID: id, Record: slices.Clone(r.record),
-		AgentState: slices.Clone(r.agent), LeaseEndMS: ended, Outboxes: make(map[string][]cluster.JournaledFrame)}
+		AgentState: slices.Clone(r.agent), AgentSettled: slices.Clone(r.settled), LeaseEndMS: ended, Outboxes: make(map[string][]cluster.JournaledFrame)}
 	for _, sl := range r.slots {
 		ob := j.outboxes[outboxKey{tenant, id, sl}]
 		var out []cluster.JournaledFrame

@@ -14,5 +14,6 @@ func newStore(t testing.TB, clock jobs.Clock) jobs.Store { return memstore.New(c
 func TestConformance(t *testing.T) {
 	storetest.Run(t, newStore)
 	t.Run("Journal", func(t *testing.T) { storetest.RunJournal(t, newStore) })
+	t.Run("RenewMany", func(t *testing.T) { storetest.RunRenewMany(t, newStore) })
 	t.Run("FramesWithTransitions", func(t *testing.T) { storetest.RunFramesWithTransitions(t, newStore) })
 }

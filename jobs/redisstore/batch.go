@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -25,9 +24,7 @@ type batcher struct {
 type request struct {
 	ctx    context.Context
 	script *redis.Script
-	keys   []string
-	args   []any
-	cmds   []redis.Cmder // plain commands, sent instead of a script (do)
+	cmd    []any // the whole EVALSHA command (evalCmd)
 	reply  chan result
 }
 
@@ -49,9 +46,19 @@ func newBatcher(rdb redis.UniversalClient, workers, maxBatch int) *batcher {
 	return b
 }
 
-// run sends one script through a pipeline and waits for its reply.
-func (b *batcher) run(ctx context.Context, s *redis.Script, keys []string, args []any) (any, error) {
-	return b.wait(ctx, &request{ctx: ctx, script: s, keys: keys, args: args, reply: make(chan result, 1)})
+// evalCmd starts the EVALSHA command of script s with nkeys keys, with room for the keys and
+// nargs arguments, which the caller appends. The command is built once, by its caller: go-redis's
+// Script.EvalSha would copy keys and arguments into a slice of its own.
+func evalCmd(s *redis.Script, nkeys, nargs int) []any {
+	cmd := make([]any, 3, 3+nkeys+nargs)
+	cmd[0], cmd[1], cmd[2] = "evalsha", s.Hash(), nkeys
+	return cmd
+}
+
+// run sends the EVALSHA command cmd of script s (evalCmd) through a pipeline and waits for its
+// reply.
+func (b *batcher) run(ctx context.Context, s *redis.Script, cmd []any) (any, error) {
+	return b.wait(ctx, &request{ctx: ctx, script: s, cmd: cmd, reply: make(chan result, 1)})
 }
 
 func (b *batcher) wait(ctx context.Context, r *request) (any, error) {
@@ -124,8 +131,10 @@ func (b *batcher) work() {
 // send runs one pipeline of EVALSHAs; scripts missing on the server (after a restart) are
 // loaded and their requests sent again.
 func (b *batcher) send(batch []*request) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	// No deadline of its own: the client's read and write timeouts bound a pipeline (go-redis
+	// does not take a context's deadline for its socket unless ContextTimeoutEnabled), and a
+	// context with a timer per pipeline was garbage for nothing.
+	ctx := context.Background()
 	live := batch[:0:0]
 	for _, r := range batch {
 		if r.ctx.Err() == nil {
@@ -138,29 +147,17 @@ func (b *batcher) send(batch []*request) {
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(live))
 	for i, r := range live {
-		if r.script == nil {
-			for _, c := range r.cmds {
-				_ = pipe.Process(ctx, c)
-			}
-			continue
-		}
-		cmds[i] = r.script.EvalSha(ctx, pipe, r.keys, r.args...)
+		cmds[i] = redis.NewCmd(ctx, r.cmd...)
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, r := range live {
-		if r.script == nil {
-			var err error
-			for _, c := range r.cmds {
-				if err = c.Err(); err != nil {
-					break
-				}
-			}
-			r.reply <- result{err: err}
-			continue
-		}
 		val, err := cmds[i].Result()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			val, err = r.script.Run(ctx, b.rdb, r.keys, r.args...).Result()
+			// Redis lost its scripts (a restart): load this one and send the command again.
+			if err = r.script.Load(ctx, b.rdb).Err(); err == nil {
+				val, err = b.rdb.Do(ctx, r.cmd...).Result()
+			}
 		}
 		r.reply <- result{val: val, err: err}
 	}

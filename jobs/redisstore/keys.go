@@ -29,6 +29,7 @@ func (k keys) tlsize(sessionID string) string   { return k.base + "tlsize:" + se
 func (k keys) parked(sessionID string) string   { return k.base + "parked:" + sessionID }
 func (k keys) parkedDue() string                { return k.base + "parked" }
 func (k keys) live(sessionID string) string     { return k.base + "live:" + sessionID }
+func (k keys) settled(sessionID string) string  { return k.base + "settled:" + sessionID }
 func (k keys) leases() string                   { return k.base + "live" }
 func (k keys) outbox(sessionID, slot string) string {
 	return k.base + "out:" + sessionID + ":" + slot

@@ -166,21 +166,23 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 		n := s.noticeOf(tr.TimelineMax)
 		capArg, noticeArg = n.max, n.tail
 	}
-	argv := make([]any, 0, 20+2*len(tr.Entries))
-	argv = append(argv, tr.ID, expect, write, blob, args, version, dl, idx, tr.CallID, mode, hval, httl,
+	cmd := evalCmd(applyScript, 10, 20+2*len(tr.Entries))
+	cmd = append(cmd, jobKey, k.deadlines(), handleKey, k.open(tr.SessionID), childrenKey, k.children(tr.CallID),
+		k.timeline(tr.SessionID), parentKey, outboxKey, k.tlsize(tr.SessionID))
+	cmd = append(cmd, tr.ID, expect, write, blob, args, version, dl, idx, tr.CallID, mode, hval, httl,
 		max(tr.Retention.Milliseconds(), 1), cascadeAt, tr.ClearCascade, fseq, fdata, fmax, capArg, noticeArg)
-	first := len(argv)
+	first := len(cmd)
 	for _, e := range tr.Entries {
 		b, err := json.Marshal(e)
 		if err != nil {
 			return fmt.Errorf("redisstore: encode timeline entry: %w", err)
 		}
-		argv = append(argv, b)
+		cmd = append(cmd, b)
 	}
 	for i := range tr.Entries {
 		cut := []byte(nil)
 		if tr.TimelineMax > 0 {
-			c, ok, err := jobs.CutEntry(argv[first+i].([]byte))
+			c, ok, err := jobs.CutEntry(cmd[first+i].([]byte))
 			if err != nil {
 				return fmt.Errorf("redisstore: %w", err)
 			}
@@ -188,11 +190,9 @@ func (s *Store) Apply(ctx context.Context, tr *jobs.Transition) error {
 				cut = c
 			}
 		}
-		argv = append(argv, cut)
+		cmd = append(cmd, cut)
 	}
-	keys := []string{jobKey, k.deadlines(), handleKey, k.open(tr.SessionID), childrenKey, k.children(tr.CallID),
-		k.timeline(tr.SessionID), parentKey, outboxKey, k.tlsize(tr.SessionID)}
-	val, err := s.batch.run(ctx, applyScript, keys, argv)
+	val, err := s.batch.run(ctx, applyScript, cmd)
 	if err != nil {
 		return fmt.Errorf("redisstore: apply: %w", err)
 	}

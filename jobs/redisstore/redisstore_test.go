@@ -37,6 +37,7 @@ func TestConformance(t *testing.T) {
 	factory := func(t testing.TB, _ jobs.Clock) jobs.Store { return newStore(t, client) }
 	storetest.Run(t, factory)
 	t.Run("Journal", func(t *testing.T) { storetest.RunJournal(t, factory) })
+	t.Run("RenewMany", func(t *testing.T) { storetest.RunRenewMany(t, factory) })
 	t.Run("FramesWithTransitions", func(t *testing.T) { storetest.RunFramesWithTransitions(t, factory) })
 }
 
@@ -52,6 +53,7 @@ func TestConformanceOnCluster(t *testing.T) {
 	factory := func(t testing.TB, _ jobs.Clock) jobs.Store { return newStore(t, client) }
 	storetest.Run(t, factory)
 	t.Run("Journal", func(t *testing.T) { storetest.RunJournal(t, factory) })
+	t.Run("RenewMany", func(t *testing.T) { storetest.RunRenewMany(t, factory) })
 	t.Run("FramesWithTransitions", func(t *testing.T) { storetest.RunFramesWithTransitions(t, factory) })
 }
 

@@ -59,9 +59,10 @@ func RunJournal(t *testing.T, newStore Factory) {
 	if err := put("node-1", "sl1", 7, frame("sl1", 7), false, 100); err == nil {
 		t.Error("AppendFrames past the outbox's next seq (a gap): no error")
 	}
-	// A node that does not hold the session writes nothing: neither frames nor agent state.
+	// A node that does not hold the session writes nothing: neither frames nor agent state
+	// nor settled calls.
 	err := j.AppendFrames(ctx, "node-2", tenantA, id, cluster.JournalWrite{Max: 100, AgentState: []byte(`{"agent":"node-2"}`),
-		Frames: []cluster.JournalFrameWrite{{Slot: "sl1", Seq: 6, Data: frame("sl1", 6)}}})
+		AgentSettled: [][]byte{[]byte(`"node-2"`)}, Frames: []cluster.JournalFrameWrite{{Slot: "sl1", Seq: 6, Data: frame("sl1", 6)}}})
 	if !errors.Is(err, cluster.ErrLeaseLost) {
 		t.Errorf("AppendFrames by a node that does not hold the lease: %v, want ErrLeaseLost", err)
 	}
@@ -76,6 +77,22 @@ func RunJournal(t *testing.T, newStore Factory) {
 	if err := j.AppendFrames(ctx, "node-1", tenantA, id, cluster.JournalWrite{Max: 100, AgentState: []byte(`{"agent":2}`)}); err != nil {
 		t.Fatal(err)
 	}
+	// Settled calls are appended, each write's after the last's; a reset replaces them.
+	settle := func(reset bool, calls ...string) {
+		t.Helper()
+		w := cluster.JournalWrite{Max: 100, AgentSettledReset: reset}
+		for _, c := range calls {
+			w.AgentSettled = append(w.AgentSettled, []byte(c))
+		}
+		if err := j.AppendFrames(ctx, "node-1", tenantA, id, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(false, `"x1"`, `"x2"`)
+	settle(false, `"x3"`)
+	settle(true, `"y1"`, `"y2"`)
+	settle(false, `"y3"`)
+	settle(false)
 	if err := j.AppendFrames(ctx, "node-1", tenantA, "sess_not_journaled", cluster.JournalWrite{Max: 100, AgentState: []byte(`{"agent":3}`)}); !errors.Is(err, cluster.ErrLeaseLost) {
 		t.Errorf("AppendFrames for a session not journaled: %v, want ErrLeaseLost", err)
 	}
@@ -140,6 +157,13 @@ func RunJournal(t *testing.T, newStore Factory) {
 	js := got[0]
 	if js.Tenant != tenantA || js.SessionID != id || string(js.Record) != `{"v":2}` || string(js.AgentState) != `{"agent":2}` {
 		t.Errorf("the session taken over: tenant %q, id %q, record %s, agent state %s; want %s, %s, the last saved of each", js.Tenant, js.SessionID, js.Record, js.AgentState, tenantA, id)
+	}
+	var settled []string
+	for _, b := range js.AgentSettled {
+		settled = append(settled, string(b))
+	}
+	if want := []string{`"y1"`, `"y2"`, `"y3"`}; !slices.Equal(settled, want) {
+		t.Errorf("the settled calls taken over: %q, want %q (the reset's, then the one appended)", settled, want)
 	}
 	if end := time.UnixMilli(js.LeaseEndMS); end.After(time.Now()) || time.Since(end) > time.Minute {
 		t.Errorf("LeaseEndMS %v: want the end of node-1's lease, just past", end)
@@ -274,5 +298,45 @@ func RunFramesWithTransitions(t *testing.T, newStore Factory) {
 	want := []string{fmt.Sprintf(`1 {"call":%q}`, job.CallID), fmt.Sprintf(`2 {"ack":%q,"accepted":true}`, job.CallID)}
 	if !slices.Equal(got, want) {
 		t.Errorf("the outbox after a call and a defer that carried their frames: %q, want %q", got, want)
+	}
+}
+
+// RunRenewMany checks RenewLeases over many sessions at once (a node's whole tenant, which a
+// store may renew in parts): every session node-1 holds is renewed, and exactly those held by
+// another node come back as lost, in any order.
+func RunRenewMany(t *testing.T, newStore Factory) {
+	s := newStore(t, jobs.NewFakeClock(epoch))
+	j := s.(cluster.Journal)
+	ctx := context.Background()
+	var ids, others []string
+	for i := range 300 {
+		id := fmt.Sprintf("sess_many_%03d", i)
+		node := "node-1"
+		if i%7 == 3 {
+			node = "node-2"
+			others = append(others, id)
+		}
+		if err := j.SaveSession(ctx, node, tenantA, id, []byte(`{}`), nil, 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	lost, err := j.RenewLeases(ctx, "node-1", tenantA, ids, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(lost)
+	if !slices.Equal(lost, others) {
+		t.Errorf("RenewLeases of 300 sessions: lost %d %v, want the %d held by node-2 %v", len(lost), lost, len(others), others)
+	}
+	// A second from now the leases of 50 ms that were not renewed have run out; the renewed
+	// ones (an hour) have not.
+	orphaned, err := j.Orphaned(ctx, tenantA, time.Now().Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(orphaned)
+	if !slices.Equal(orphaned, others) {
+		t.Errorf("Orphaned after the renewal: %v, want only node-2's %v (node-1's were all renewed)", orphaned, others)
 	}
 }
