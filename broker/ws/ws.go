@@ -31,7 +31,11 @@ type Options struct {
 	// with 1009 (default 64 MiB). Messages over the broker's frame limit but under this one are
 	// discarded as they arrive and answered with limit_exceeded.
 	HardReadLimit int64
-	Logger        *slog.Logger
+	// WriteTimeout is how long one message's write may take before the connection is dropped
+	// (its peer stopped reading; default 30 s). It is checked with the heartbeats, every
+	// quarter second.
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 // Handler serves /v1/ws for a node.
@@ -52,6 +56,9 @@ func NewHandler(node *broker.Node, opts Options) *Handler {
 	}
 	if opts.HardReadLimit <= 0 {
 		opts.HardReadLimit = 64 << 20
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 30 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -80,7 +87,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.wg.Done()
 	cfg := h.node.Config()
 	wc.SetReadLimit(h.opts.HardReadLimit)
-	c := &conn{ws: wc, log: h.opts.Logger, done: make(chan struct{}),
+	c := &conn{ws: wc, log: h.opts.Logger, done: make(chan struct{}), writeTimeout: h.opts.WriteTimeout,
 		maxQueued: int64(cfg.Limits.SendQueueBytes), frameLimit: cfg.Limits.MaxFrameBytes}
 	h.track(c, true)
 	defer h.track(c, false)
@@ -152,11 +159,17 @@ type conn struct {
 	maxQueued  int64
 	frameLimit int
 	closing    atomic.Bool
-	done       chan struct{} // closed when the connection was closed by a close item
-	stopped    atomic.Bool   // the reader is done: the writer stops too
+	done       chan struct{} // closed when the writer is finished: its close item written, or a write failed
+	doneOnce   sync.Once
+	stopped    atomic.Bool // the reader is done: the writer stops too
 	mu         sync.Mutex
 	pending    []item // waiting to be written, in order
 	writing    bool   // a writer goroutine runs (it exists only while there is something to write)
+	// writeSince is when the write in progress began (UnixNano; 0: none). The heartbeats drop a
+	// connection whose write has taken writeTimeout (stuck): a write has no context of its own,
+	// which would cost a timer and a context.AfterFunc per message.
+	writeSince   atomic.Int64
+	writeTimeout time.Duration
 }
 
 // Send implements broker.Transport.
@@ -197,6 +210,7 @@ func (c *conn) Close(code int, reason string) {
 func (c *conn) Abort() {
 	c.closing.Store(true)
 	_ = c.ws.CloseNow()
+	c.doneOnce.Do(func() { close(c.done) }) // nothing more is written
 }
 
 // enqueue queues an item and starts the writer if none runs.
@@ -238,17 +252,16 @@ func (c *conn) write() {
 			}
 			if it.close {
 				_ = c.ws.Close(websocket.StatusCode(it.code), truncate(it.reason, 120))
-				close(c.done)
 				c.drop()
 				return
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			typ := websocket.MessageText
 			if it.binary {
 				typ = websocket.MessageBinary
 			}
-			err := c.ws.Write(ctx, typ, it.data)
-			cancel()
+			c.writeSince.Store(time.Now().UnixNano())
+			err := c.ws.Write(context.Background(), typ, it.data)
+			c.writeSince.Store(0)
 			c.queued.Add(-int64(len(it.data)))
 			if err != nil {
 				c.drop()
@@ -260,6 +273,7 @@ func (c *conn) write() {
 
 // drop discards what is queued for good: the writer ends and nothing more is written.
 func (c *conn) drop() {
+	c.doneOnce.Do(func() { close(c.done) })
 	c.closing.Store(true)
 	c.mu.Lock()
 	c.pending = nil
@@ -267,7 +281,8 @@ func (c *conn) drop() {
 	c.mu.Unlock()
 }
 
-// waitWriter lets the writer send the refusal and the close, for at most 5 s.
+// waitWriter lets the writer send the refusal and the close, for at most 5 s (it returns as
+// soon as the writer is finished, also when the connection broke under it).
 func (c *conn) waitWriter() {
 	select {
 	case <-c.done:
@@ -302,7 +317,9 @@ func (c *conn) run(h *Handler, node *broker.Node, helloTimeout, heartbeat time.D
 	h.beats.add(c, heartbeat)
 	defer h.beats.remove(c)
 	for {
-		m, err := c.read(ctx)
+		// After the hello nothing cancels a read but the connection's end: no context to
+		// watch (coder/websocket registers a context.AfterFunc per read for one that can end).
+		m, err := c.read(context.Background())
 		if err != nil {
 			break
 		}
@@ -358,15 +375,19 @@ type message struct {
 }
 
 // read returns the next message: a text frame, or (binary) caller audio. A message over the
-// frame limit is discarded as it arrives and reported as oversized, with its size.
+// frame limit is discarded as it arrives and reported as oversized, with its size. The message
+// is read into a pooled buffer and copied out at its exact size: one allocation a message (a
+// bytes.Buffer of its own grew twice for a frame of a few hundred bytes, a tenth of what the
+// broker allocated per job lifecycle).
 func (c *conn) read(ctx context.Context) (message, error) {
 	typ, r, err := c.ws.Reader(ctx)
 	if err != nil {
 		return message{}, err
 	}
 	m := message{binary: typ == websocket.MessageBinary}
-	var buf bytes.Buffer
-	n, err := io.Copy(&buf, io.LimitReader(r, int64(c.frameLimit)+1))
+	buf := readBufs.Get().(*bytes.Buffer)
+	defer putReadBuf(buf)
+	n, err := io.Copy(buf, io.LimitReader(r, int64(c.frameLimit)+1))
 	if err != nil {
 		return message{}, err
 	}
@@ -381,13 +402,26 @@ func (c *conn) read(ctx context.Context) (message, error) {
 		}
 		return m, nil
 	}
-	m.data, m.size = buf.Bytes(), int(n)
+	m.data, m.size = bytes.Clone(buf.Bytes()), int(n)
 	return m, nil
+}
+
+// readBufs are the buffers messages are read into (read).
+var readBufs = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 4<<10)) }}
+
+// putReadBuf returns a read buffer to the pool, unless a large message grew it.
+func putReadBuf(b *bytes.Buffer) {
+	if b.Cap() > 64<<10 {
+		return
+	}
+	b.Reset()
+	readBufs.Put(b)
 }
 
 // heartbeats pings every attached connection every heartbeat interval from one goroutine per
 // handler (an idle connection costs no goroutine of its own); a ping runs on a short-lived
-// goroutine, and two missed pongs in a row drop the transport (SPEC 3.4).
+// goroutine, and two missed pongs in a row drop the transport (SPEC 3.4). The same loop drops
+// a connection whose write is stuck (Options.WriteTimeout).
 type heartbeats struct {
 	mu      sync.Mutex
 	conns   map[*conn]*beat
@@ -399,6 +433,7 @@ type beat struct {
 	next   time.Time
 	missed int
 	busy   bool
+	stuck  bool // dropped for a write that took too long
 }
 
 func (b *heartbeats) add(c *conn, every time.Duration) {
@@ -433,6 +468,11 @@ func (b *heartbeats) loop() {
 			return
 		}
 		for c, bt := range b.conns {
+			if since := c.writeSince.Load(); since != 0 && !bt.stuck && now.UnixNano()-since > int64(c.writeTimeout) {
+				bt.stuck = true
+				c.log.Warn("ws: a write did not finish in time, dropping the connection", "timeout", c.writeTimeout)
+				go c.Abort()
+			}
 			if bt.busy || now.Before(bt.next) {
 				continue
 			}

@@ -46,6 +46,8 @@ type Options struct {
 	Config broker.Config
 	// HTTP are the HTTP server's limits (zero: those of `backchannel serve`, SPEC 18).
 	HTTP broker.HTTPLimits
+	// WS are the options of the WebSocket transport (zero: those of `backchannel serve`).
+	WS ws.Options
 	// Routes, when set, adds routes to the node's handler as `backchannel serve` adds /mcp,
 	// the WebRTC signaling and the pages (Node.Handler's extra).
 	Routes func(n *broker.Node, mux *http.ServeMux)
@@ -109,7 +111,7 @@ func Start(t testing.TB, opts Options) *Broker {
 		t.Fatalf("brokertest: unknown store %q", opts.Store)
 	}
 	b.Node = broker.NewNode(cfg, b.Store)
-	b.wsh = ws.NewHandler(b.Node, ws.Options{})
+	b.wsh = ws.NewHandler(b.Node, opts.WS)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
