@@ -29,6 +29,9 @@ type Client struct {
 	violated   time.Time // when the last of them came
 	backlog    backlog   // its messages waiting in the session's mailbox (backpressure.go)
 	closed     atomic.Bool
+	// Caller audio waiting for the session (audioin.go), and the one event that handles it.
+	audio      audioQueue
+	audioEvent func()
 }
 
 // ConnectionID is the id the welcome named.
@@ -77,23 +80,6 @@ func (c *Client) Receive(data []byte) {
 	c.postHeld(len(data), func() { pre.during(c.session, func() { c.session.handleFrame(c, f, at) }) })
 }
 
-// ReceiveAudio takes one binary message of the connection: caller audio (SPEC 17). It does not
-// count toward the frame rate limit.
-func (c *Client) ReceiveAudio(data []byte) {
-	if c.closed.Load() || c.role != frames.RoleCaller {
-		return
-	}
-	chunk := append([]byte(nil), data...)
-	at := c.session.now()
-	c.postHeld(len(chunk), func() {
-		s := c.session
-		if s.ended || c.slot.client != c || s.voice == nil {
-			return
-		}
-		s.voice.CallerAudio(chunk, at)
-	})
-}
-
 // decodeError is the error frame answering a frame frames.Decode refused (always a
 // *frames.Error with its ref; anything else is answered as bad_frame).
 func decodeError(err error) *frames.Error {
@@ -133,7 +119,7 @@ func (c *Client) violation(e *frames.Error) {
 		s := c.session
 		if !s.post(func() {
 			s.clientError(c, e)
-			s.flushHeld() // the answers, this error last, before the close
+			s.finishHeld() // the answers, this error last, before the close
 			c.tr.Close(StatusPolicy, "limit exceeded repeatedly")
 			s.dropped(c)
 		}) {
@@ -464,18 +450,23 @@ func (s *Session) callerUp(sl *Slot) {
 // lost welcomes.
 func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string, used [32]byte) (*Client, *frames.Error) {
 	token, hash := newResumeToken(sl.id)
-	prev, prevHash, prevOK := sl.tokenHash, sl.prevHash, sl.prevOK
+	prev, prevHash, prevOK, prevKept := sl.tokenHash, sl.prevHash, sl.prevOK, sl.prevKept
 	// A relayed connection's welcome may be lost between the nodes (a Redis restart): until
-	// its edge confirms it (welcomeConfirmed), the hello's token stays valid too.
-	relayed := relay.IsRemote(tr)
-	sl.tokenHash, sl.prevHash, sl.prevOK = hash, used, relayed && used != [32]byte{}
+	// its edge confirms it (welcomeConfirmed), the hello's token stays valid too. The journal
+	// keeps it until the client has shown it has the welcome (welcomeReceived).
+	resumed := used != [32]byte{}
+	sl.tokenHash, sl.prevHash, sl.prevOK, sl.prevKept = hash, used, relay.IsRemote(tr) && resumed, resumed
 	if err := s.saveJournal(); err != nil { // the token's hash, before the token goes out
-		sl.tokenHash, sl.prevHash, sl.prevOK = prev, prevHash, prevOK
+		sl.tokenHash, sl.prevHash, sl.prevOK, sl.prevKept = prev, prevHash, prevOK, prevKept
 		return nil, storeUnavailable()
+	}
+	if s.fault(FaultBeforeWelcome) {
+		return nil, storeUnavailable() // the node was stopped here: nothing more is sent
 	}
 	lim := &s.node.cfg.Limits
 	c := &Client{session: s, slot: sl, tr: tr, connID: "conn_" + randomID(16), role: sl.role,
 		limiter: rate.NewLimiter(rate.Limit(lim.FramesPerSecond), lim.FrameBurst)}
+	c.audioEvent = c.handleAudio
 	sl.client = c
 	sl.detached = time.Time{}
 	if sl.expiry != nil {
@@ -496,14 +487,23 @@ func (s *Session) connect(sl *Slot, tr Transport, created bool, ref string, used
 }
 
 // welcomeConfirmed: the edge of the relayed connection c got its welcome and writes it to the
-// client, so the token the hello used is spent (until then it stays valid beside the new one: SPEC 10's
-// rotation is kept for every welcome a client received).
+// client, so the token the hello used is spent on this node (until then it stays valid beside
+// the new one: SPEC 10's rotation is kept for every welcome a client received). The journal
+// keeps it until welcomeReceived.
 func (s *Session) welcomeConfirmed(c *Client) {
+	if sl := c.slot; sl != nil && sl.client == c {
+		sl.prevOK = false
+	}
+}
+
+// welcomeReceived: a frame came on connection c, so its client has the welcome, and the token
+// its hello used is spent in the journal too (Slot.prevKept).
+func (s *Session) welcomeReceived(c *Client) {
 	sl := c.slot
-	if sl == nil || sl.client != c || s.ended || !sl.prevOK {
+	if sl == nil || sl.client != c || s.ended || !sl.prevKept {
 		return
 	}
-	sl.prevOK = false
+	sl.prevOK, sl.prevKept = false, false
 	_ = s.saveJournal()
 }
 

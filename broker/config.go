@@ -59,9 +59,10 @@ type Config struct {
 	// "node"); a random suffix makes each start of it a new address.
 	NodeID string
 	// FaultPoint, for fault tests only (nil otherwise), is called with the name of each point of
-	// a session's work where a crash is most telling — FaultBeforeJournal, FaultBeforeSend —
-	// on the session's loop: a hook that blocks there holds the session as a node that died at
-	// that instant would leave it (the test then kills the node: brokertest.Kill).
+	// a session's work where a crash is most telling — FaultBeforeJournal, FaultBeforeSend,
+	// FaultBeforeWelcome — on the session's loop: a hook that blocks there holds the session as
+	// a node that died at that instant would leave it (the test then kills the node:
+	// brokertest.Kill).
 	FaultPoint func(point string)
 	// HoldTTL is how long a node's claim on its sessions, and its liveness, last without
 	// renewal (renewed every third of it; default 10 s): a node that crashed is known dead

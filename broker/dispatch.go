@@ -20,6 +20,7 @@ func (s *Session) handleFrame(c *Client, f frames.Frame, at time.Time) {
 	if s.ended || c.slot.client != c {
 		return
 	}
+	s.welcomeReceived(c)
 	sl := c.slot
 	ref := requestID(f) // a frame of the broker's never gets here: frames.DecodeClient refused it
 	if !allowed(sl.role, f.FrameType()) {

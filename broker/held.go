@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"hash/maphash"
@@ -15,8 +14,9 @@ import (
 // Journal before send (SPEC 15: "journaled before any connection sees it"). On a store that
 // journals (cluster.Journal), a frame that enters an outbox is held: no connection sees it
 // until the journal has it. The frames an event of the session puts in its outboxes are written
-// at the end of the event (flushHeld), together with the text agent's state after the event,
-// in one atomic write — so the journal never shows a frame the agent state does not account for,
+// after the event (flushHeld; off the session's loop, one write in flight, the frames of the
+// events handled meanwhile in the next), together with the text agent's state, in one atomic
+// write — so the journal never shows a frame the agent state does not account for,
 // nor the reverse — and only then sent. A write that fails (Redis unreachable) keeps the frames
 // held and is retried with backoff; later frames queue behind them, in order. A frame its
 // transition already journaled (jobs.FrameOut: a tool_call, a defer's ack) waits only for the
@@ -31,8 +31,11 @@ type heldFrame struct {
 	sl      *Slot
 	seq     int64
 	data    []byte
-	replace bool // a replacement of the frame under seq (journaled only: the frame under seq is sent)
-	durable bool // the journal has it
+	replace bool      // a replacement of the frame under seq (journaled only: the frame under seq is sent)
+	durable bool      // the journal has it
+	writing bool      // the write in flight carries it
+	audio   bool      // agent audio for the caller: never journaled, sent in its turn
+	due     time.Time // the audio's due time (its delay is measured from it)
 }
 
 // holding reports whether frames wait for the journal before they are sent: on a cluster that
@@ -49,6 +52,29 @@ func (s *Session) hold(sl *Slot, seq int64, data []byte, durable bool) {
 	if durable && s.heldPending() == 0 {
 		s.sendHeld() // nothing before it waits: it goes at once
 	}
+}
+
+// holdAudio sends agent audio to the caller's slot sl: at once, or after the frames before it
+// that wait for the journal.
+func (s *Session) holdAudio(sl *Slot, chunk []byte, due time.Time) {
+	if s.heldPending() == 0 {
+		s.writeAudio(sl.client, chunk, due)
+		return
+	}
+	s.held = append(s.held, heldFrame{sl: sl, data: chunk, durable: true, audio: true, due: due})
+}
+
+// dropHeldAudio drops the agent audio waiting behind frames the journal does not have yet (the
+// caller barged in: it is not played late).
+func (s *Session) dropHeldAudio() {
+	kept := s.held[:0]
+	for _, h := range s.held {
+		if !h.audio {
+			kept = append(kept, h)
+		}
+	}
+	clear(s.held[len(kept):])
+	s.held = kept
 }
 
 // holdReplacement journals data in place of the frame under seq of sl's outbox (already
@@ -80,41 +106,98 @@ func (s *Session) heldFrom(sl *Slot) int64 {
 	return 0
 }
 
-// flushHeld runs after each event: the event's frames and the text agent's state go to the
-// journal in one write, then the frames go to their connections. A failed write is retried.
+// flushHeld runs after each event: the frames held since the last write and the text agent's
+// state go to the journal in one write, then the frames go to their connections. The write
+// runs off the session's loop, one at a time: while it is in flight the loop goes on with the
+// next events, whose frames stay held and go, all together, in the write after it (so a busy
+// session writes once per round trip, not once per event, and an event never waits for the
+// journal). A failed write is retried.
 func (s *Session) flushHeld() {
-	if !s.holding() || s.ended {
+	if s.heldSkip {
+		s.heldSkip = false // the failed write's own event: the next one, or the retry, tries again
+		return
+	}
+	if !s.holding() || s.ended || s.writing != nil {
 		return
 	}
 	state, sum := s.agentState()
 	pending := s.heldPending()
-	if pending == 0 && state == nil {
+	if pending == 0 && state == nil && len(s.settledPending) == 0 && !s.settledReset {
 		s.sendHeld()
 		return
 	}
 	if s.fault(FaultBeforeJournal) {
 		return
 	}
-	if err := s.writeHeld(state); err != nil {
-		if state != nil {
-			s.agentDirty = true // written with the next attempt
-		}
-		if errors.Is(err, cluster.ErrLeaseLost) {
-			s.node.log.Warn("broker: another node took over a session this node held", "session", s.id)
-			s.letGo()
+	if !s.journaled.Load() {
+		if err := s.saveJournal(); err != nil {
+			s.heldFailed(state, err)
 			return
 		}
-		s.node.log.Error("broker: journaling frames; they wait and are retried", "session", s.id, "frames", pending, "err", err)
-		s.retryHeld()
+	}
+	w := &heldWrite{state: state, sum: sum, settled: len(s.settledPending), settledGen: s.settledGen, done: make(chan struct{})}
+	jw := cluster.JournalWrite{AgentState: state, Max: s.node.cfg.Limits.OutboxFrames,
+		AgentSettled: s.settledPending[:w.settled:w.settled], AgentSettledReset: s.settledReset}
+	for i := range s.held {
+		if h := &s.held[i]; !h.durable {
+			h.writing = true
+			jw.Frames = append(jw.Frames, cluster.JournalFrameWrite{Slot: h.sl.id, Seq: h.seq, Data: h.data, Replace: h.replace})
+		}
+	}
+	s.writing = w
+	n, tenant, id := s.node, s.tenant, s.id
+	go func() {
+		// The node's own context, not one with journalTimeout (see there).
+		w.err = n.journal.AppendFrames(n.ctx, n.addr, tenant, id, jw)
+		n.journalWrote(w.err)
+		close(w.done)
+		s.post(func() { s.heldWritten(w) })
+	}()
+}
+
+// heldWrite is a journal write of held frames in flight (flushHeld).
+type heldWrite struct {
+	state      []byte // the agent state written, nil when none
+	sum        uint64 // its hash
+	settled    int    // how many of settledPending it writes
+	settledGen int    // settledGen when it was made
+	done       chan struct{}
+	err        error // set before done is closed
+	handled    bool
+}
+
+// heldWritten takes the answer of write w on the session's loop: the frames it carried are
+// durable and go out (the mailbox's after then writes what queued behind it); a failure keeps
+// them held for a retry.
+func (s *Session) heldWritten(w *heldWrite) {
+	if w.handled || s.writing != w {
+		return // handled already (finishHeld), or the session let go of its frames since
+	}
+	w.handled = true
+	s.writing = nil
+	if s.ended || !s.holding() {
+		return // ending: releaseHeld sent every frame
+	}
+	if w.err != nil {
+		for i := range s.held {
+			s.held[i].writing = false
+		}
+		s.heldSkip = true
+		s.heldFailed(w.state, w.err)
 		return
 	}
 	s.heldRetry = nil
 	s.stopHeldRetry()
-	if state != nil {
-		s.agentSum = sum
+	if w.state != nil {
+		s.agentSum = w.sum
+	}
+	if w.settledGen == s.settledGen { // else a reset since: all of them go again
+		s.settledPending, s.settledReset = s.settledPending[w.settled:], false
 	}
 	for i := range s.held {
-		s.held[i].durable = true
+		if h := &s.held[i]; h.writing {
+			h.writing, h.durable = false, true
+		}
 	}
 	if s.fault(FaultBeforeSend) {
 		return
@@ -122,12 +205,49 @@ func (s *Session) flushHeld() {
 	s.sendHeld()
 }
 
+// heldFailed handles a journal write that failed: the agent state goes with the next attempt,
+// a lost lease lets the session go, any other error is retried with backoff.
+func (s *Session) heldFailed(state []byte, err error) {
+	if state != nil {
+		s.agentDirty = true // written with the next attempt
+	}
+	if errors.Is(err, cluster.ErrLeaseLost) {
+		s.node.log.Warn("broker: another node took over a session this node held", "session", s.id)
+		s.letGo()
+		return
+	}
+	if s.node.ctx.Err() != nil {
+		return // the node stops: nothing more is written
+	}
+	s.node.log.Error("broker: journaling frames; they wait and are retried", "session", s.id, "frames", s.heldPending(), "err", err)
+	s.retryHeld()
+}
+
+// finishHeld waits, on the session's loop, for the journal write in flight and then for one
+// of everything held: for the rare step that must see its frames sent before it goes on (a
+// connection closed right after its last answers).
+func (s *Session) finishHeld() {
+	s.awaitHeldWrite()
+	s.flushHeld()
+	s.awaitHeldWrite()
+}
+
+// awaitHeldWrite waits for the journal write in flight, if any, and takes its answer.
+func (s *Session) awaitHeldWrite() {
+	if w := s.writing; w != nil {
+		<-w.done
+		s.heldWritten(w)
+	}
+}
+
 // The points Config.FaultPoint is called at: an event's frames are in the outboxes and the
 // job store has its transitions, but the journal does not have the frames yet; the journal
-// has them, but no connection has seen them.
+// has them, but no connection has seen them; the journal has a slot's new resume token, but
+// the welcome carrying it is not written.
 const (
 	FaultBeforeJournal = "before_journal"
 	FaultBeforeSend    = "before_send"
+	FaultBeforeWelcome = "before_welcome"
 )
 
 // fault calls the Config.FaultPoint hook at point and reports whether the node was stopped
@@ -138,27 +258,6 @@ func (s *Session) fault(point string) bool {
 		return s.node.ctx.Err() != nil
 	}
 	return false
-}
-
-// writeHeld writes the held frames the journal lacks, and state, in one AppendFrames (the
-// session's record first, if it could not be written before).
-func (s *Session) writeHeld(state []byte) error {
-	ctx, cancel := context.WithTimeout(s.ctx(), journalTimeout)
-	defer cancel()
-	if !s.journaled.Load() {
-		if err := s.saveJournal(); err != nil {
-			return err
-		}
-	}
-	w := cluster.JournalWrite{AgentState: state, Max: s.node.cfg.Limits.OutboxFrames}
-	for _, h := range s.held {
-		if !h.durable {
-			w.Frames = append(w.Frames, cluster.JournalFrameWrite{Slot: h.sl.id, Seq: h.seq, Data: h.data, Replace: h.replace})
-		}
-	}
-	err := s.node.journal.AppendFrames(ctx, s.node.addr, s.tenant, s.id, w)
-	s.node.journalWrote(err)
-	return err
 }
 
 // sendHeld sends, in order, the held frames the journal has, up to the first it lacks, to
@@ -172,6 +271,12 @@ func (s *Session) sendHeld() {
 		}
 		n++
 		sl := h.sl
+		if h.audio {
+			if sl.client != nil && s.slots[sl.id] == sl {
+				s.writeAudio(sl.client, h.data, h.due)
+			}
+			continue
+		}
 		if h.replace || sl.client == nil || s.slots[sl.id] != sl || h.seq <= sl.sent {
 			continue
 		}
@@ -218,13 +323,25 @@ func (s *Session) stopHeldRetry() {
 // agentState is the text agent's state (a WebSocket agent's, or the conversation of MCP
 // clients) when it changed since it was last journaled
 // (nil otherwise), and its hash. Only an event that marked it (agentDirty: an agent frame, an
-// agent timer, a job change of the agent's) is exported.
+// agent timer, a job change of the agent's) is exported. The calls that settled meanwhile go
+// to settledPending: the journal keeps them apart, each written once, so that what an event
+// writes does not grow with the session's history.
 func (s *Session) agentState() ([]byte, uint64) {
 	if s.text == nil || !s.agentDirty {
 		return nil, 0
 	}
 	s.agentDirty = false
-	data, err := json.Marshal(s.text.a.Export())
+	st, settled, reset := s.text.a.ExportJournal()
+	if reset {
+		s.settledPending, s.settledReset = nil, true
+		s.settledGen++
+	}
+	for _, sc := range settled {
+		if b, err := json.Marshal(sc); err == nil {
+			s.settledPending = append(s.settledPending, b)
+		}
+	}
+	data, err := json.Marshal(st)
 	if err != nil {
 		return nil, 0
 	}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -212,11 +213,31 @@ func (s *Session) jobCancel(sl *Slot, f *frames.JobCancel) {
 		s.sendError(sl, f.ID, s.jobError(err, f.CallID, f.Handle))
 		return
 	}
+	if res == frames.CancelResultAlreadyCanceled && j != nil && s.cancelLostInCrash(sl, j, reason) {
+		res = frames.CancelResultCancelled // that cancel, sent again: the answer it never got
+	}
 	out := &frames.JobCancelResult{Reply: frames.Reply{Ref: f.ID}, Result: res}
 	if j != nil {
 		out.CallID, out.Handle = j.CallID, j.Handle
 	}
 	s.send(sl, out)
+}
+
+// cancelLostInCrash reports whether job j, cancelled for reason, was cancelled by a job.cancel
+// of slot sl that a node applied and died before its answer was journaled (SPEC 15): the
+// session was taken over from a dead node after the cancel, and the slot's outbox has no answer
+// to it. A job.cancel for j sent again is that cancel, and gets the answer the first would have.
+func (s *Session) cancelLostInCrash(sl *Slot, j *jobs.Job, reason frames.CancelReason) bool {
+	if s.takenOverMS == 0 || j.CancelReason != string(reason) || j.FinishedMS >= s.takenOverMS {
+		return false
+	}
+	id := []byte(`"call_id":"` + j.CallID + `"`)
+	for _, f := range sl.out.frames {
+		if bytes.Contains(f.data, []byte(`"type":"job.cancel_result"`)) && bytes.Contains(f.data, id) {
+			return false // answered, and journaled: whoever resumed has it
+		}
+	}
+	return true
 }
 
 // interactionUpdate answers tool_interaction_update with its deterministic ack (SPEC 9).

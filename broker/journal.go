@@ -37,7 +37,10 @@ import (
 // yet voiced (a voice job that ended after the node's last renewal is voiced by the new node,
 // as for a parked session).
 
-// journalTimeout bounds a write to the journal, or a takeover.
+// journalTimeout bounds a session record's write to the journal, a takeover and the other
+// journal calls that happen once per session or per node loop. The writes of held frames
+// (held.go, several per job lifecycle) take the node's context alone: the store bounds them
+// (Redis: the client's socket timeouts), and a timer each was garbage on the hot path.
 const journalTimeout = 5 * time.Second
 
 // saveJournal writes the session's record to the journal and takes (or keeps) its lease. A
@@ -122,6 +125,7 @@ func (s *Session) letGo() {
 	}
 	s.journaled.Store(false)
 	s.held = nil // nobody saw them; the new holder makes them again from the jobs (reconcile.go)
+	s.writing = nil
 	s.detachAll(StatusServiceRestart, "session moved to another node")
 	n := s.node
 	n.mu.Lock()
@@ -216,6 +220,14 @@ func (n *Node) takeOver(tenant, id string) (p *cluster.ParkedSession, st *parked
 		if err := json.Unmarshal(js.AgentState, &ts); err != nil {
 			n.log.Error("broker: decoding a journaled text agent's state", "session", id, "err", err)
 		} else {
+			for _, b := range js.AgentSettled {
+				var sc textagent.SettledCall
+				if err := json.Unmarshal(b, &sc); err != nil {
+					n.log.Error("broker: decoding a journaled text agent's settled call", "session", id, "err", err)
+					continue
+				}
+				ts.Settled = append(ts.Settled, sc)
+			}
 			if open, err := n.engine.OpenJobs(ctx, js.Tenant, id); err == nil {
 				adoptAgentCalls(&ts, open)
 			} else {

@@ -7,12 +7,15 @@ import "sync"
 // everything else, so that what a transition causes is handled before the next frame.
 type mailbox struct {
 	mu      sync.Mutex
-	changes []func()
-	events  []func()
+	changes fifo
+	events  fifo
 	running bool
 	closed  bool
 	// after, when set, runs after each event (changes drained inside an event included in it).
 	after func()
+	// runFn is run as a func value, made once: `go m.run()` would allocate a closure for every
+	// start of the goroutine, which is every audio packet of an otherwise idle voice session.
+	runFn func()
 }
 
 // post queues fn; priority puts it ahead of all non-priority events.
@@ -23,15 +26,19 @@ func (m *mailbox) post(fn func(), priority bool) bool {
 		return false
 	}
 	if priority {
-		m.changes = append(m.changes, fn)
+		m.changes.push(fn)
 	} else {
-		m.events = append(m.events, fn)
+		m.events.push(fn)
 	}
 	start := !m.running
 	m.running = true
+	if m.runFn == nil {
+		m.runFn = m.run
+	}
+	run := m.runFn
 	m.mu.Unlock()
 	if start {
-		go m.run()
+		go run()
 	}
 	return true
 }
@@ -40,34 +47,21 @@ func (m *mailbox) post(fn func(), priority bool) bool {
 func (m *mailbox) next() (func(), bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var fn func()
-	switch {
-	case len(m.changes) > 0:
-		fn = m.changes[0]
-		m.changes[0] = nil
-		m.changes = m.changes[1:]
-	case len(m.events) > 0:
-		fn = m.events[0]
-		m.events[0] = nil
-		m.events = m.events[1:]
-	default:
-		m.running = false
-		return nil, false
+	if fn, ok := m.changes.pop(); ok {
+		return fn, true
 	}
-	return fn, true
+	if fn, ok := m.events.pop(); ok {
+		return fn, true
+	}
+	m.running = false
+	return nil, false
 }
 
 // nextChange pops the next queued change only (for draining inside an event).
 func (m *mailbox) nextChange() (func(), bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.changes) == 0 {
-		return nil, false
-	}
-	fn := m.changes[0]
-	m.changes[0] = nil
-	m.changes = m.changes[1:]
-	return fn, true
+	return m.changes.pop()
 }
 
 func (m *mailbox) run() {
@@ -88,4 +82,36 @@ func (m *mailbox) close() {
 	m.mu.Lock()
 	m.closed = true
 	m.mu.Unlock()
+}
+
+// fifo is a queue of events whose array is reused: popping moves a head index instead of
+// reslicing, so a session that handles its events as they come (one or two queued, 50 audio
+// packets a second) appends into the same array forever instead of allocating a new one every
+// few events.
+type fifo struct {
+	q    []func()
+	head int
+}
+
+func (f *fifo) push(fn func()) {
+	if f.head > 0 && len(f.q) == cap(f.q) && f.head >= len(f.q)/2 {
+		// Full, with at least half of it popped: move the rest to the front.
+		n := copy(f.q, f.q[f.head:])
+		clear(f.q[n:])
+		f.q, f.head = f.q[:n], 0
+	}
+	f.q = append(f.q, fn)
+}
+
+func (f *fifo) pop() (func(), bool) {
+	if f.head == len(f.q) {
+		return nil, false
+	}
+	fn := f.q[f.head]
+	f.q[f.head] = nil
+	f.head++
+	if f.head == len(f.q) {
+		f.q, f.head = f.q[:0], 0
+	}
+	return fn, true
 }

@@ -28,12 +28,27 @@ type metrics struct {
 	// journalErrors counts the journal writes that failed (journalhealth.go).
 	journalErrors prometheus.Counter
 
+	// The voice hot path (voicemetrics.go): caller audio from its read to the model's input,
+	// agent audio from when its pacing schedule had it due to its write, barge-in reaction,
+	// and the packets counted at each end.
+	audioInDelay    prometheus.Histogram
+	audioOutDelay   prometheus.Histogram
+	bargeIn         prometheus.Histogram
+	audioIn         prometheus.Counter
+	audioOut        prometheus.Counter
+	audioOutDropped prometheus.Counter
+
 	// The counters of every known label value, looked up once at start: the per-frame and
 	// per-transition paths read these maps (never written afterwards) instead of hashing the
 	// label and taking the vector's lock on every count.
 	frameCounters  map[string]prometheus.Counter
 	changeCounters map[jobs.Event]prometheus.Counter
 }
+
+// audioDelayBuckets resolve the audio delays to a tenth of a millisecond at the low end and to
+// a few milliseconds around the 20 ms of one frame (the voice bench's p99 target).
+var audioDelayBuckets = []float64{.0001, .0002, .0005, .001, .0015, .002, .003, .004, .005, .0075, .01, .0125, .015,
+	.0175, .02, .025, .03, .04, .05, .075, .1, .25, .5, 1}
 
 // jobEvents are the events of jobs.Change, for the transitions counter.
 var jobEvents = []jobs.Event{jobs.EventCreated, jobs.EventApproved, jobs.EventDeferred, jobs.EventProgress,
@@ -65,7 +80,25 @@ func newMetrics() *metrics {
 		journalErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "backchannel_journal_errors_total",
 			Help: "Journal writes that failed (the frames they carried wait and are retried)."}),
 	}
+	m.audioInDelay = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "backchannel_voice_audio_in_delay_seconds",
+		Help:    "Caller audio: from the read of its packet (RTP or WebSocket message) to its hand-over to the model's input.",
+		Buckets: audioDelayBuckets})
+	m.audioOutDelay = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "backchannel_voice_audio_out_delay_seconds",
+		Help: "Agent audio: from when a 20 ms frame was due by the real-time pacing (its arrival from the model, or the end " +
+			"of the audio before it if later) to its write to the caller (the RTP packet written, or the WebSocket message queued).",
+		Buckets: audioDelayBuckets})
+	m.bargeIn = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "backchannel_voice_barge_in_seconds",
+		Help: "From the caller's speech start (the arrival of the audio that started it) to the broker stopping the " +
+			"interrupted response's audio (no later frame of it is sent).",
+		Buckets: []float64{.0001, .00025, .0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1}})
+	m.audioIn = prometheus.NewCounter(prometheus.CounterOpts{Name: "backchannel_voice_audio_in_packets_total",
+		Help: "Caller audio packets handed to the model's input."})
+	m.audioOut = prometheus.NewCounter(prometheus.CounterOpts{Name: "backchannel_voice_audio_out_packets_total",
+		Help: "Agent audio frames of 20 ms written to callers."})
+	m.audioOutDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "backchannel_voice_audio_out_dropped_total",
+		Help: "Agent audio frames dropped because the caller's transport had a second of audio waiting."})
 	m.registry.MustRegister(m.sessions, m.connections, m.framesIn, m.framesOut, m.errors, m.changes, m.narrationDelay, m.heldBack, m.journalErrors,
+		m.audioInDelay, m.audioOutDelay, m.bargeIn, m.audioIn, m.audioOut, m.audioOutDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.frameCounters = make(map[string]prometheus.Counter)
 	for _, typ := range frames.Types() {

@@ -282,6 +282,7 @@ func (s *Session) takenBack(st *parkedState) {
 	s.openJobs = len(open)
 	was := st.Open
 	if st.Crashed != 0 {
+		s.takenOverMS = s.now().UnixMilli()
 		was = s.crashedJobs(st)
 		s.cancelSent = st.Cancelled // their tool_cancel is in the journal: it is not sent again
 	}
@@ -391,9 +392,10 @@ func (n *Node) sweepParked() {
 }
 
 // prevHashOf is what a parked or journaled slot keeps of its previous token: its hash while it
-// is still valid (Slot.prevOK), else nothing.
+// is still valid on this node (Slot.prevOK) or its client may lack the welcome that replaced it
+// (Slot.prevKept), else nothing.
 func prevHashOf(sl *Slot) []byte {
-	if !sl.prevOK {
+	if !sl.prevOK && !sl.prevKept {
 		return nil
 	}
 	return sl.prevHash[:]

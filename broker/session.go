@@ -30,6 +30,10 @@ type Session struct {
 	journaled   atomic.Bool // its record is in the journal, under this node's lease (journal.go)
 	counted     bool        // it counts toward its tenant\'s open sessions on this node (guarded by the node\'s mu)
 	agentSum    uint64      // the hash of the text agent's state last journaled
+	// settledPending are the text agent's settled calls not journaled yet (encoded), and
+	// settledReset tells that they replace the journaled ones.
+	settledPending [][]byte
+	settledReset   bool
 	// agentDirty: an event may have changed the text agent's state since it was last journaled.
 	agentDirty bool
 	// held are the frames of the session's outboxes no connection has seen yet: they wait for
@@ -38,6 +42,13 @@ type Session struct {
 	unheld    bool
 	heldRetry backoff.BackOff // the retries of a failed journal write
 	heldTimer Timer
+	writing   *heldWrite // the journal write in flight, if any (one at a time)
+	// takenOverMS is when this node took the session over from the journal of a node that
+	// died (epoch ms; 0: it did not).
+	takenOverMS int64
+	heldSkip    bool // a write just failed: not again at the end of its own event
+	// settledGen counts the resets of settledPending (a write's count of it is stale after one).
+	settledGen int
 
 	// Owned by the session's events.
 	slots   map[string]*Slot

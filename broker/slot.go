@@ -24,11 +24,16 @@ type Slot struct {
 
 	client    *Client // the attached connection, nil while dropped
 	tokenHash [32]byte
-	// prevHash is the hash of the token the current connection's hello used; it stays valid
-	// beside tokenHash (prevOK) while the connection's welcome may not have reached its client
-	// (a relayed one's, until its edge confirms it: Session.welcomeConfirmed).
+	// prevHash is the hash of the token the current connection's hello used. It stays valid
+	// beside tokenHash on this node (prevOK) while a relayed connection's welcome may not have
+	// reached its client (until its edge confirms it: Session.welcomeConfirmed). The journal
+	// keeps it valid (prevKept) until the client is known to have the welcome — its first
+	// frame after it (Session.welcomeReceived): a node that dies between journaling the new
+	// token and writing the welcome leaves the client with the used one only, and the node
+	// that takes the session over must take it.
 	prevHash [32]byte
 	prevOK   bool
+	prevKept bool
 	out      outbox
 	sent     int64 // the newest seq handed to a connection
 	expiry   Timer

@@ -96,17 +96,30 @@ func (e voiceEnv) After(d time.Duration, fn func()) func() {
 // Every implements voice.Env: a ticker of the node's clock whose ticks are events of the
 // session. It runs only while audio waits to be played (voice.Voice stops it), so a voice
 // session with nothing to say costs no goroutine and no timer.
+//
+// A ticker drops the ticks its goroutine was not there to receive (the machine busy for more
+// than a period): each one missed would delay the rest of the response by a frame for good.
+// The ticks say when they were due, so the ones dropped are posted with the next one (at most
+// maxReplayedTicks at a time): the playout keeps its schedule after a hiccup.
 func (e voiceEnv) Every(d time.Duration, fn func()) func() {
 	t := e.s.node.cfg.Clock.NewTicker(d)
 	end := make(chan struct{})
 	s := e.s
 	go func() {
+		var last time.Time // the due time of the latest tick posted
 		for {
 			select {
 			case <-end:
 				return
-			case <-t.C():
-				s.post(fn)
+			case at := <-t.C():
+				n := 1
+				if !last.IsZero() {
+					n = min(max(int((at.Sub(last)+d/2)/d), 1), maxReplayedTicks)
+				}
+				last = at
+				for range n {
+					s.post(fn)
+				}
 			}
 		}
 	}()
@@ -116,19 +129,41 @@ func (e voiceEnv) Every(d time.Duration, fn func()) func() {
 	}
 }
 
+// maxReplayedTicks bounds the ticks one tick posts (its own and the dropped ones before it):
+// 100 ms of audio, no more in one burst.
+const maxReplayedTicks = 5
+
 // SendToSlot implements voice.Env.
 func (e voiceEnv) SendToSlot(slot string, f frames.Frame) { e.s.sendToSlot(slot, f) }
 
 // ToCaller implements voice.Env.
 func (e voiceEnv) ToCaller(f frames.Frame) { e.s.toCaller(f) }
 
-// SendAudio implements voice.Env.
-func (e voiceEnv) SendAudio(frame []byte) bool {
-	if c := e.s.caller; c != nil && c.client != nil {
-		c.client.tr.SendAudio(frame)
-		return true
+// SendAudio implements voice.Env: behind the caller's frames still waiting for the journal
+// (held.go), so that a transcript and its audio reach the caller in the order they were made.
+func (e voiceEnv) SendAudio(frame []byte, due time.Time) bool {
+	c := e.s.caller
+	if c == nil || c.client == nil {
+		return false
 	}
-	return false
+	e.s.holdAudio(c, frame, due)
+	return true
+}
+
+// CutAudio implements voice.Env: the audio waiting behind frames the journal does not have
+// yet is dropped (held.go).
+func (e voiceEnv) CutAudio() { e.s.dropHeldAudio() }
+
+// writeAudio writes agent audio due at due to the caller's connection c. A transport that
+// writes the audio itself in real time (the WebRTC peer) observes its delay when it writes it;
+// for any other the frame is written now.
+func (s *Session) writeAudio(c *Client, frame []byte, due time.Time) {
+	if ds, ok := c.tr.(AudioDueSender); ok {
+		ds.SendAudioDue(frame, due)
+		return
+	}
+	c.tr.SendAudio(frame)
+	s.node.metrics.audioWritten(s.now().Sub(due))
 }
 
 // Record implements voice.Env.
@@ -206,6 +241,9 @@ func (e voiceEnv) Verify(a permissions.Action, reply string) (permissions.Judgem
 	return e.s.node.cfg.Verifier.Verify(e.s.ctx(), a, reply)
 }
 
+// BargedIn implements voice.Env.
+func (e voiceEnv) BargedIn(d time.Duration) { e.s.node.metrics.bargeIn.Observe(d.Seconds()) }
+
 // NarrationStarted implements voice.Env.
 func (e voiceEnv) NarrationStarted(d time.Duration) {
 	e.s.node.metrics.narrationDelay.Observe(d.Seconds())
@@ -243,9 +281,10 @@ func (e *modelEvents) ResponseStarted(id string) {
 	e.on(func(v *voice.Voice) { v.ResponseStarted(id) })
 }
 
-// Audio implements model.Events.
+// Audio implements model.Events: its frames are due from now, though the event runs later.
 func (e *modelEvents) Audio(id string, chunk []byte) {
-	e.on(func(v *voice.Voice) { v.Audio(id, chunk) })
+	at := e.s.now()
+	e.on(func(v *voice.Voice) { v.AudioAt(id, chunk, at) })
 }
 
 // Transcript implements model.Events.

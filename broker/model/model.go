@@ -12,7 +12,9 @@ import (
 // Model is one session's conversational voice model. Commands never block on the model's
 // speech: what it says arrives as events. Implementations are safe for concurrent use.
 type Model interface {
-	// CallerAudio passes 20 ms of caller audio (G.711 µ-law, 8 kHz, mono).
+	// CallerAudio passes 20 ms of caller audio (G.711 µ-law, 8 kHz, mono). The chunk is the
+	// broker's only during the call (its buffer is reused for a later packet): a model that
+	// keeps it copies it.
 	CallerAudio(chunk []byte)
 	// CallerTurn passes a final caller turn that the broker did not consume itself. Clarify,
 	// when set, says the turn was an unmatched answer to the open interaction with these

@@ -82,6 +82,11 @@ type Agent struct {
 	jobs  map[string]*call // by broker call id
 	open  map[string]*openInteraction
 	seq   int
+
+	settled          []SettledCall // the settled calls, in the order they settled
+	journaledSettled int           // how many of settled ExportJournal has given
+	settledReset     bool          // a settled call changed: ExportJournal gives them all again
+	exportScratch    []*call       // exportLive's list of a conversation's calls, reused
 }
 
 // New returns the text-agent state of a session with its root conversation.

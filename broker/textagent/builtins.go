@@ -33,6 +33,7 @@ func (a *Agent) cancelCall(k *call, raw json.RawMessage) {
 		// the cancel and died before its answer was journaled (SPEC 15). This is that cancel,
 		// sent again; it gets the answer the first would have had.
 		t.cancelRequested = true
+		a.resettle(t)
 		var out Content
 		a.answerNow(k, *out.SetBody(BodyCancellationRequested))
 		return

@@ -32,6 +32,7 @@ type call struct {
 	prompt          *prompt      // its undelivered completion prompt
 	stop            func()       // stops its background-after timer
 	wait            *waitRequest // set while this call is a blocked wait
+	settled         bool         // exported as a SettledCall (it is in Agent.settled)
 }
 
 func (k *call) stopTimer() {
@@ -61,7 +62,7 @@ func (a *Agent) toolCall(f *frames.AgentToolCall) {
 		return
 	}
 	k := &call{conv: c, id: f.CallID, name: f.Name, local: f.Local, started: a.env.Now()}
-	c.calls[f.CallID] = k
+	c.add(k)
 	if !f.Local {
 		switch f.Name {
 		case "wait":
@@ -104,7 +105,7 @@ func (a *Agent) TaskCall(callID, name string, args []byte, ttlMS int64) (brokerI
 		return "", "Tool call id " + callID + " is already used"
 	}
 	k := &call{conv: c, id: callID, name: name, started: a.env.Now(), background: true, task: true}
-	c.calls[callID] = k
+	c.add(k)
 	a.substantive(c)
 	brokerID, errText = a.env.StartCall(CallRequest{ConversationID: c.id, CallID: callID, Name: name,
 		Arguments: args, ParentCallID: c.jobParent(), Task: true, TaskTTLMS: ttlMS})

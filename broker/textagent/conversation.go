@@ -16,10 +16,12 @@ type conversation struct {
 	inTurn bool
 	queue  []*prompt        // prompts not yet delivered, in order
 	calls  map[string]*call // by the agent's call id
-	done   []*call          // background calls completed and not consumed, in completion order
-	bare   *call            // the installed bare wait, if any
-	timed  *timedWait       // the installed timed wait, if any
-	exact  map[*call]bool   // the exact waits blocked on a call of this conversation
+	// unsettled are the calls of calls not settled yet (Agent.settles): those Export lists.
+	unsettled map[string]*call
+	done      []*call        // background calls completed and not consumed, in completion order
+	bare      *call          // the installed bare wait, if any
+	timed     *timedWait     // the installed timed wait, if any
+	exact     map[*call]bool // the exact waits blocked on a call of this conversation
 
 	status        StatusState // "" until a status call is accepted
 	reminderArmed bool        // the next substantive call queues the status reminder
@@ -29,11 +31,17 @@ type conversation struct {
 
 func newConversation(id string, parent *conversation, parentCall *call) *conversation {
 	c := &conversation{id: id, parent: parent, parentCall: parentCall, calls: make(map[string]*call),
-		exact: make(map[*call]bool), reminderArmed: true}
+		unsettled: make(map[string]*call), exact: make(map[*call]bool), reminderArmed: true}
 	if parent != nil {
 		parent.children = append(parent.children, c)
 	}
 	return c
+}
+
+// add makes k a call of the conversation.
+func (c *conversation) add(k *call) {
+	c.calls[k.id] = k
+	c.unsettled[k.id] = k
 }
 
 // jobParent is the broker call id the jobs of this conversation hang from: its own parent call,

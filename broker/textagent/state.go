@@ -17,6 +17,19 @@ type State struct {
 	Seq           int                 `json:"seq"`
 	Conversations []ConversationState `json:"conversations"`
 	Interactions  []InteractionState  `json:"interactions,omitempty"`
+	// Settled are the calls nothing can change any more (see SettledCall), in the order they
+	// settled; the conversations' Calls hold the others.
+	Settled []SettledCall `json:"settled,omitempty"`
+}
+
+// SettledCall is a call of a conversation that is over for good: it finished, its result was
+// given (or it never had one to give), and nothing waits on it. It is kept only so that its id
+// is not used again and a later `wait` or `cancel` naming it gets its answer (SPEC 13). As it
+// never changes, the journal writes it once (ExportJournal), not with every state after it: a
+// long session's state stays the size of what is still going on.
+type SettledCall struct {
+	Conversation string `json:"conversation"`
+	CallState
 }
 
 // ConversationState is one conversation of a State, parents before children.
@@ -81,10 +94,37 @@ type InteractionState struct {
 }
 
 // Export returns the agent's state, the same bytes for the same state (calls and interactions
-// in id order), so an unchanged state is not journaled again. The agent is left as it is (its
-// timers still run).
+// in id order, settled calls in the order they settled), so an unchanged state is not journaled
+// again. The agent is left as it is (its timers still run).
 func (a *Agent) Export() State {
+	st := a.exportLive()
+	st.Settled = slices.Clone(a.settled)
+	return st
+}
+
+// ExportJournal is Export for a journal that keeps the settled calls apart: the state without
+// them, and the calls settled since the last ExportJournal. When reset is set, settled is every
+// settled call and takes the place of those given before (a settled call changed: see
+// resettle).
+func (a *Agent) ExportJournal() (st State, settled []SettledCall, reset bool) {
+	st = a.exportLive()
+	if a.settledReset {
+		a.settledReset = false
+		a.journaledSettled = len(a.settled)
+		return st, slices.Clone(a.settled), true
+	}
+	settled = slices.Clone(a.settled[a.journaledSettled:])
+	a.journaledSettled = len(a.settled)
+	return st, settled, false
+}
+
+// exportLive returns the state of everything but the settled calls, settling first the calls
+// that are over (they leave their conversations' Calls for a.settled, in id order).
+func (a *Agent) exportLive() State {
 	st := State{Seq: a.seq}
+	if len(a.order) > 0 {
+		st.Conversations = make([]ConversationState, 0, len(a.order))
+	}
 	for _, c := range a.order {
 		cs := ConversationState{ID: c.id, Cancelled: c.cancelled, InTurn: c.inTurn, Status: c.status,
 			ReminderArmed: c.reminderArmed, Timeouts: c.timeouts, AdviceGiven: c.adviceGiven}
@@ -101,19 +141,25 @@ func (a *Agent) Export() State {
 			}
 			cs.Queue = append(cs.Queue, ps)
 		}
-		for _, k := range c.calls {
-			ks := CallState{ID: k.id, Name: k.name, Builtin: k.builtin, Local: k.local, BrokerID: k.brokerID,
-				StartedMS: k.started.UnixMilli(), Background: k.background, Task: k.task, Finished: k.finished,
-				CancelRequested: k.cancelRequested, CancelReason: string(k.cancelReason), State: k.state, Consumed: k.consumed}
-			if k.outcome != nil && !k.consumed { // a consumed result is never given again
-				ks.Outcome = exportContent(*k.outcome)
-			}
-			if k.wait != nil && k.wait.target != nil {
-				ks.WaitsFor = k.wait.target.id
-			}
-			cs.Calls = append(cs.Calls, ks)
+		live := a.exportScratch[:0]
+		for _, k := range c.unsettled {
+			live = append(live, k)
 		}
-		slices.SortFunc(cs.Calls, func(a, b CallState) int { return strings.Compare(a.ID, b.ID) })
+		slices.SortFunc(live, func(x, y *call) int { return strings.Compare(x.id, y.id) })
+		if len(live) > 0 {
+			cs.Calls = make([]CallState, 0, len(live))
+		}
+		for _, k := range live {
+			if a.settles(k) {
+				delete(c.unsettled, k.id)
+				k.settled = true
+				a.settled = append(a.settled, SettledCall{Conversation: c.id, CallState: exportCall(k)})
+				continue
+			}
+			cs.Calls = append(cs.Calls, exportCall(k))
+		}
+		clear(live)
+		a.exportScratch = live
 		for _, d := range c.done {
 			cs.Done = append(cs.Done, d.id)
 		}
@@ -133,6 +179,52 @@ func (a *Agent) Export() State {
 	return st
 }
 
+// exportCall is one call's CallState.
+func exportCall(k *call) CallState {
+	ks := CallState{ID: k.id, Name: k.name, Builtin: k.builtin, Local: k.local, BrokerID: k.brokerID,
+		StartedMS: k.started.UnixMilli(), Background: k.background, Task: k.task, Finished: k.finished,
+		CancelRequested: k.cancelRequested, CancelReason: string(k.cancelReason), State: k.state, Consumed: k.consumed}
+	if k.outcome != nil && !k.consumed { // a consumed result is never given again
+		ks.Outcome = exportContent(*k.outcome)
+	}
+	if k.wait != nil && k.wait.target != nil {
+		ks.WaitsFor = k.wait.target.id
+	}
+	return ks
+}
+
+// settles reports whether a call is over for good (SettledCall): finished and consumed, with
+// no wait of its own or on it, no prompt, timer or open interaction.
+func (a *Agent) settles(k *call) bool {
+	if !k.finished || !k.consumed || k.waiter != nil || k.wait != nil || k.prompt != nil || k.stop != nil {
+		return false
+	}
+	c := k.conv
+	if c.bare == k || (c.timed != nil && c.timed.k == k) || slices.Contains(c.done, k) {
+		return false
+	}
+	for _, o := range a.open {
+		if o.k == k {
+			return false
+		}
+	}
+	return true
+}
+
+// resettle records that a settled call changed (a cancel sent again after a takeover, see
+// cancelCall): the settled calls are exported again, all of them.
+func (a *Agent) resettle(k *call) {
+	if !k.settled {
+		return
+	}
+	for i := range a.settled {
+		if a.settled[i].Conversation == k.conv.id && a.settled[i].ID == k.id {
+			a.settled[i].CallState = exportCall(k)
+		}
+	}
+	a.settledReset = true
+}
+
 func exportContent(c Content) *ContentState {
 	cs := &ContentState{}
 	for i, name := range headerOrder {
@@ -147,6 +239,18 @@ func exportContent(c Content) *ContentState {
 		cs.Body = &body
 	}
 	return cs
+}
+
+// importCall is the call of conversation c a CallState describes (its waits are linked after).
+func importCall(c *conversation, ks CallState) *call {
+	k := &call{conv: c, id: ks.ID, name: ks.Name, builtin: ks.Builtin, local: ks.Local, brokerID: ks.BrokerID,
+		started: time.UnixMilli(ks.StartedMS), background: ks.Background, task: ks.Task, finished: ks.Finished,
+		cancelRequested: ks.CancelRequested, cancelReason: frames.CancelReason(ks.CancelReason), state: ks.State, consumed: ks.Consumed}
+	if ks.Outcome != nil {
+		o := importContent(ks.Outcome)
+		k.outcome = &o
+	}
+	return k
 }
 
 func importContent(cs *ContentState) Content {
@@ -172,6 +276,10 @@ func Restore(env Env, opts Options, st State) *Agent {
 	a.convs = make(map[string]*conversation, len(st.Conversations))
 	a.order = nil
 	calls := map[string]map[string]*call{} // conversation → call id → call
+	settledOf := map[string][]CallState{}  // conversation → its settled calls
+	for _, sc := range st.Settled {
+		settledOf[sc.Conversation] = append(settledOf[sc.Conversation], sc.CallState)
+	}
 	for _, cs := range st.Conversations {
 		parent := a.convs[cs.Parent]
 		var pc *call
@@ -185,15 +293,15 @@ func Restore(env Env, opts Options, st State) *Agent {
 		a.order = append(a.order, c)
 		byID := map[string]*call{}
 		calls[c.id] = byID
-		for _, ks := range cs.Calls {
-			k := &call{conv: c, id: ks.ID, name: ks.Name, builtin: ks.Builtin, local: ks.Local, brokerID: ks.BrokerID,
-				started: time.UnixMilli(ks.StartedMS), background: ks.Background, task: ks.Task, finished: ks.Finished,
-				cancelRequested: ks.CancelRequested, cancelReason: frames.CancelReason(ks.CancelReason), state: ks.State, consumed: ks.Consumed}
-			if ks.Outcome != nil {
-				o := importContent(ks.Outcome)
-				k.outcome = &o
-			}
+		for _, ks := range settledOf[c.id] {
+			k := importCall(c, ks)
+			k.settled = true
 			c.calls[k.id] = k
+			byID[k.id] = k
+		}
+		for _, ks := range cs.Calls {
+			k := importCall(c, ks)
+			c.add(k)
 			byID[k.id] = k
 			if k.brokerID != "" && !k.finished {
 				a.jobs[k.brokerID] = k
@@ -236,6 +344,11 @@ func Restore(env Env, opts Options, st State) *Agent {
 		a.convs[RootConversation] = root
 		a.order = append([]*conversation{root}, a.order...)
 	}
+	// The journal the state came from may not have the settled calls (a parked session's
+	// state comes from its parking, and its journal was dropped): the next ExportJournal gives
+	// them all.
+	a.settled = slices.Clone(st.Settled)
+	a.settledReset = len(a.settled) > 0
 	for _, is := range st.Interactions {
 		if k := calls[is.Conversation][is.Call]; k != nil {
 			a.open[is.ID] = &openInteraction{k: k, options: is.Options}

@@ -25,8 +25,12 @@ type Env interface {
 	// ToCaller sends a frame to the caller's slot.
 	ToCaller(f frames.Frame)
 	// SendAudio plays one 20 ms frame of agent audio to the caller; false when no caller
-	// connection is there to hear it.
-	SendAudio(frame []byte) bool
+	// connection is there to hear it. due is when the pacing had it due: its arrival from the
+	// model, or the end of the audio played before it if that is later (for the outbound delay).
+	SendAudio(frame []byte, due time.Time) bool
+	// CutAudio drops the agent audio SendAudio took that has not reached the caller's
+	// transport yet (barge-in: what was not played is not played late).
+	CutAudio()
 	// Record appends a timeline entry: about a job (callID set), or the session's (callID "").
 	Record(callID, handle, kind string, detail map[string]any)
 
@@ -51,6 +55,9 @@ type Env interface {
 	// NarrationStarted observes how long after the floor was free (with the item queued) a
 	// narration's response was requested.
 	NarrationStarted(delay time.Duration)
+	// BargedIn observes how long after the caller's speech started (the arrival of the audio
+	// that started it) the audio of a response being played was stopped.
+	BargedIn(reaction time.Duration)
 }
 
 // StartedCall is the job a voice tool call started.

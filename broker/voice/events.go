@@ -2,6 +2,7 @@ package voice
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/backchannel-io/backchannel/frames"
 	"github.com/backchannel-io/backchannel/internal/g711"
@@ -23,15 +24,19 @@ func (v *Voice) CallerTranscript(text string, final bool) {
 // ResponseStarted: a response began (requested, or the model's own): it holds the floor.
 func (v *Voice) ResponseStarted(id string) { v.responseFor(id) }
 
-// Audio is agent audio of a response: cut into 20 ms frames and played in real time.
-func (v *Voice) Audio(id string, chunk []byte) {
+// Audio is agent audio of a response, arriving now: cut into 20 ms frames and played in real
+// time.
+func (v *Voice) Audio(id string, chunk []byte) { v.AudioAt(id, chunk, v.env.Now()) }
+
+// AudioAt is Audio of a chunk that arrived from the model at at (its frames are due from then).
+func (v *Voice) AudioAt(id string, chunk []byte, at time.Time) {
 	r := v.responseFor(id)
 	if r == nil || r.interrupted || !v.floor.CallerAttached {
 		return
 	}
 	for len(chunk) > 0 {
 		n := min(len(chunk), g711.SamplesPer20ms)
-		r.frames = append(r.frames, chunk[:n])
+		r.frames = append(r.frames, frame{audio: chunk[:n], at: at})
 		chunk = chunk[n:]
 	}
 	v.play()

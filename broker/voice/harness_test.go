@@ -116,7 +116,7 @@ func (e *fakeEnv) SendToSlot(slot string, f frames.Frame) {
 	e.frames = append(e.frames, sent{slot, f})
 }
 func (e *fakeEnv) ToCaller(f frames.Frame) { e.frames = append(e.frames, sent{"caller", f}) }
-func (e *fakeEnv) SendAudio([]byte) bool {
+func (e *fakeEnv) SendAudio([]byte, time.Time) bool {
 	if e.caller {
 		e.audio++
 	}
@@ -161,6 +161,8 @@ func (e *fakeEnv) Verify(a permissions.Action, reply string) (permissions.Judgem
 	return e.verifier.Verify(context.Background(), a, reply)
 }
 func (e *fakeEnv) NarrationStarted(d time.Duration) { e.delays = append(e.delays, d) }
+func (e *fakeEnv) BargedIn(time.Duration)           {}
+func (e *fakeEnv) CutAudio()                        {}
 
 // narrations lists the tool_job_narration frames sent, as "kind state attempt".
 func (e *fakeEnv) narrations() []string {

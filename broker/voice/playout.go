@@ -100,9 +100,15 @@ func (v *Voice) tick() {
 	r := v.playing[0]
 	if len(r.frames) > 0 {
 		f := r.frames[0]
+		r.frames[0] = frame{}
 		r.frames = r.frames[1:]
-		if v.env.SendAudio(f) {
-			r.playout.Add(f)
+		due := f.at
+		if v.playEnd.After(due) {
+			due = v.playEnd
+		}
+		v.playEnd = due.Add(time.Duration(len(f.audio)) * time.Second / 8000)
+		if v.env.SendAudio(f.audio, due) {
+			r.playout.Add(f.audio)
 			if r.firstFrame.IsZero() {
 				r.firstFrame = v.env.Now()
 			}

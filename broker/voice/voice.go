@@ -35,8 +35,11 @@ type Voice struct {
 	freedAt  time.Time
 	tickStop func() // the playout clock, while audio waits to be played
 	tickRun  int    // numbers the playout clock's runs, so a tick of a stopped run is ignored
-	wake     func() // stops the wake-up at the next time the floor may free or an item expire
-	soon     func() // stops the coalescing wait after an item was queued
+	// playEnd is when the agent audio sent so far ends by the pacing schedule: the frame after
+	// it is due then, or at its arrival if that is later.
+	playEnd time.Time
+	wake    func() // stops the wake-up at the next time the floor may free or an item expire
+	soon    func() // stops the coalescing wait after an item was queued
 
 	calls       map[string]*call // by broker call id
 	byModel     map[string]*call // by the model's call id
@@ -67,13 +70,19 @@ type call struct {
 type response struct {
 	id          string
 	item        *narration.Item // the narration it voices; nil for the model's own responses
-	frames      [][]byte        // audio not yet played
+	frames      []frame         // audio not yet played
 	playout     narration.Playout
 	modelDone   bool
 	failed      error
 	interrupted bool
 	text        string
 	firstFrame  time.Time // when its first frame was sent to the caller (zero: none yet)
+}
+
+// frame is 20 ms (or less) of a response's audio and when it arrived from the model.
+type frame struct {
+	audio []byte
+	at    time.Time
 }
 
 // itemData is what an item needs to be voiced.
@@ -163,6 +172,10 @@ func (v *Voice) SpeechStarted(at time.Time) {
 	}
 	for _, r := range v.playing {
 		if !r.interrupted {
+			if !r.firstFrame.IsZero() { // its audio was being played: it stops now
+				v.env.CutAudio()
+				v.env.BargedIn(v.env.Now().Sub(at))
+			}
 			r.interrupted = true
 			r.frames = nil
 			v.m.Cancel(r.id)

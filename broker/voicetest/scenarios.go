@@ -704,22 +704,39 @@ func interactionFreeText(t *testing.T, vs *voiceSession) {
 func interactionReasked(t *testing.T, vs *voiceSession) {
 	j := vs.startJob("survey")
 	ia := unique("ia-survey")
-	vs.partial(j, "a question", false, map[string]any{"id": ia, "prompt": "Yes or no?"})
-	d1 := vs.host.expect(typ("tool_job_narration", "call_id", j.callID, "interaction_id", ia, "state", "delivered"))
 	queued := typ("tool_job_narration", "call_id", j.callID, "interaction_id", ia, "state", "queued")
 	reasked := func(f frame) bool { return queued(f) && f.num("attempt") == 2 }
-	// The clock stops following the real time, so that a loaded machine cannot make the 30 s
-	// pass while the test checks; a second's margin for the time the delivered frame took to
-	// arrive.
+	delivered := typ("tool_job_narration", "call_id", j.callID, "interaction_id", ia, "state", "delivered")
+	// The clock stops following the real time before the ask is voiced, and moves only in
+	// steps of the test's, so the moment of the delivery on the broker's clock is known to
+	// within the last step, however long the delivered frame took to arrive (a loaded machine:
+	// the journal write, the connection): the agent's audio is paced by real time, not by this
+	// clock. The re-ask is then checked 30 s after it, to the step.
 	vs.clock.Pause()
-	vs.advance(29 * time.Second)
+	vs.partial(j, "a question", false, map[string]any{"id": ia, "prompt": "Yes or no?"})
+	const step = 50 * time.Millisecond
+	var d1 event
+	for i := 0; ; i++ {
+		e, err := vs.host.waitFrom(0, 200*time.Millisecond, delivered)
+		if err == nil {
+			d1 = e
+			break
+		}
+		if i == 200 {
+			t.Fatalf("SPEC 9: the ask was not delivered: %v", err)
+		}
+		vs.advance(step) // for what waits on the clock before the ask (the floor's grace)
+	}
+	// Delivered at most a step ago on the broker's clock: the re-ask is due between 30 s minus
+	// a step and 30 s from now.
+	vs.advance(30*time.Second - step - 10*time.Millisecond)
 	vs.host.never(reasked, "SPEC 9: asked again before 30 s")
-	vs.advance(time.Second)
-	vs.clock.Resume()
-	q2, err := vs.host.waitFrom(d1.Idx, waitTimeout, reasked)
+	vs.advance(step + 20*time.Millisecond)
+	q2, err := vs.host.waitFrom(d1.Idx, waitTimeout, reasked) // with the clock still held
 	if err != nil {
 		t.Fatalf("SPEC 9: not asked again after 30 s: %v", err)
 	}
+	vs.clock.Resume()
 	if q2.F.num("attempt") != 2 {
 		t.Errorf("re-ask with attempt %d, want 2", q2.F.num("attempt"))
 	}
@@ -1179,8 +1196,13 @@ func permissionAheadOfCompletion(t *testing.T, vs *voiceSession) {
 // permissionOneAtATime: one open permission ask at a time, first in, first out (SPEC 12): the
 // second call's ask comes only once the first one was decided.
 func permissionOneAtATime(t *testing.T, vs *voiceSession) {
+	// The clock stops following the real time while the caller speaks twice, so that a loaded
+	// machine cannot let the floor's grace pass between the two turns (the second would then
+	// barge in on the first ask instead of coming within the grace).
+	vs.clock.Pause()
 	from := vs.say(`call pay {"amount":1}`)
 	vs.say(`call pay {"amount":2}`) // within the grace: a second call, no reply to the first ask
+	vs.clock.Resume()
 	vs.hear(from, fmt.Sprintf(askPay, `{"amount":1}`))
 	vs.advance(settle)
 	for _, e := range vs.transcriptsFrom(from) {
@@ -1213,20 +1235,28 @@ func permissionNoStaleClarification(t *testing.T, vs *voiceSession) {
 	vs.caller.awaitAudioFrames(tr.Idx, 3)
 	vs.say("yes") // interrupts the ask: at most hold
 	vs.settled()  // the cut ask has left the floor; the grace runs
-	again := vs.say("yes")
+	// The clock holds while the second "yes" goes in, so that it comes within the grace on a
+	// loaded machine too (else the clarification may start and be heard before it).
+	vs.clock.Pause()
+	again, againEcho := vs.sayEcho("yes")
+	vs.clock.Resume()
 	clarification := fmt.Sprintf(`I need a clear yes or no. Shall I run pay with %s?`, args)
-	approving := again // the caller's turn that approved the call
+	approving, approvingEcho := again, againEcho // the caller's turn that approved the call
 	if _, err := vs.host.waitFrom(0, 2*time.Second, typ("tool_call", "name", "pay")); err != nil {
 		// Not approved: the clarification is asked, and a clear yes approves.
 		vs.hear(again, clarification)
-		approving = vs.say("yes")
+		approving, approvingEcho = vs.sayEcho("yes")
 		vs.host.expect(typ("tool_call", "name", "pay"))
 	}
 	vs.advance(grace + settle)
 	// Nothing more is asked once the call is approved: no speech of any ask after the approving
 	// turn. (A clarification requested just before that turn and cut by it before any of its
-	// audio played — the scripted model sends its transcript at once — was never heard.)
-	if n := vs.caller.audioFrames(approving, -1); n*20 >= 200 {
+	// audio played — the scripted model sends its transcript at once — was never heard.) The
+	// audio is counted from the turn's echo: what the broker made after it had the turn. Audio
+	// of a clarification that started before the turn (a stalled machine let the grace pass
+	// before the clock was paused) and was still on its way when the turn was sent is not a
+	// clarification after the approval; it is cut by the turn (SPEC 8 barge-in).
+	if n := vs.caller.audioFrames(approvingEcho, -1); n*20 >= 200 {
 		t.Errorf("SPEC 12: %d ms of agent audio after the turn that approved the call:%s", n*20, vs.caller.dump(approving))
 	}
 	for _, e := range vs.transcriptsFrom(approving) {

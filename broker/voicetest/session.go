@@ -140,7 +140,17 @@ func (vs *voiceSession) stopTalking() time.Time {
 // index before the turn.
 func (vs *voiceSession) say(text string) int {
 	vs.t.Helper()
-	from := vs.caller.mark()
+	from, _ := vs.sayEcho(text)
+	return from
+}
+
+// sayEcho is say, also returning the index of the turn's echo. The broker sends the echo as it
+// takes the turn, before the voice side handles it (host.go callerText), so what comes after
+// the echo the broker made after it had the turn; what comes between from and the echo it made
+// before (audio of a response playing while the turn was on its way, say).
+func (vs *voiceSession) sayEcho(text string) (from, echo int) {
+	vs.t.Helper()
+	from = vs.caller.mark()
 	vs.caller.send(map[string]any{"type": "caller.text", "text": text})
 	e := vs.caller.expectAfter(from, func(f frame) bool {
 		return f.Type == "transcript" && f.str("role") == "caller" && f.str("text") == text
@@ -148,7 +158,7 @@ func (vs *voiceSession) say(text string) int {
 	if final, ok := e.F.boolean("final"); !ok || !final {
 		vs.t.Errorf("caller.text echo is not final: %s", e.F)
 	}
-	return from
+	return from, e.Idx
 }
 
 // agentTranscript matches a final agent transcript; with the scripted model, one saying exactly

@@ -40,21 +40,26 @@ type peer struct {
 	maxQueued  int64
 	high, low  uint64 // data-channel back-pressure marks
 
-	in         chan inbound // data-channel messages, read by run
-	audio      chan []byte  // agent audio, read by audioLoop
-	wake       chan struct{}
-	lowSig     chan struct{} // the data channel's buffered amount fell to the low mark
-	answered   chan struct{} // the answer went out: the hello clock starts
-	closeReq   chan struct{} // Close was called
-	dcOpen     chan struct{}
-	dcClosed   chan struct{}
-	stop       chan struct{} // the peer connection is ending
-	writerDone chan struct{}
-	audioDone  chan struct{}
-	stopOnce   sync.Once
-	closeOnce  sync.Once
-	openOnce   sync.Once
-	dcDownOnce sync.Once
+	in    chan inbound  // data-channel messages, read by run
+	audio chan outAudio // agent audio, read by audioLoop
+	// queuedAudio counts the chunks in audio or being written by audioLoop; rtpOut numbers
+	// the packets (sendAudio writes directly when nothing is queued).
+	queuedAudio atomic.Int32
+	rtpOut      rtpState
+	vm          *broker.VoiceMetrics
+	wake        chan struct{}
+	lowSig      chan struct{} // the data channel's buffered amount fell to the low mark
+	answered    chan struct{} // the answer went out: the hello clock starts
+	closeReq    chan struct{} // Close was called
+	dcOpen      chan struct{}
+	dcClosed    chan struct{}
+	stop        chan struct{} // the peer connection is ending
+	writerDone  chan struct{}
+	audioDone   chan struct{}
+	stopOnce    sync.Once
+	closeOnce   sync.Once
+	openOnce    sync.Once
+	dcDownOnce  sync.Once
 
 	client atomic.Pointer[attached] // the connection Hello gave, once attached
 
@@ -72,6 +77,12 @@ type inbound struct {
 	data []byte
 	size int
 	ref  string // when data is nil (oversized): the id read from the message
+}
+
+// outAudio is a chunk of agent audio and when the broker's pacing had it due.
+type outAudio struct {
+	chunk []byte
+	due   time.Time // zero: not measured (SendAudio)
 }
 
 // item is one entry of the send queue: a frame, or the close that ends it.
@@ -95,10 +106,11 @@ func (h *Handler) newPeer(session string) (*peer, error) {
 	high := uint64(h.opts.BufferedHigh)
 	p := &peer{h: h, id: newResourceID(), session: session, pc: pc, audioOut: track,
 		frameLimit: cfg.Limits.MaxFrameBytes, maxQueued: int64(cfg.Limits.SendQueueBytes), high: high, low: high / 4,
-		in: make(chan inbound, 64), audio: make(chan []byte, 50), wake: make(chan struct{}, 1),
+		in: make(chan inbound, 64), audio: make(chan outAudio, 50), vm: h.node.VoiceMetrics(), wake: make(chan struct{}, 1),
 		lowSig: make(chan struct{}, 1), answered: make(chan struct{}), closeReq: make(chan struct{}),
 		dcOpen: make(chan struct{}), dcClosed: make(chan struct{}), stop: make(chan struct{}),
 		writerDone: make(chan struct{}), audioDone: make(chan struct{})}
+	p.rtpOut.seq, p.rtpOut.ts = uint16(rand.Uint32()), rand.Uint32()
 	p.log = h.log.With("session", session, "peer", p.id)
 	if err := h.track(p, true); err != nil {
 		_ = pc.Close()
@@ -242,7 +254,8 @@ func (p *peer) onDataChannel(dc *webrtc.DataChannel) {
 
 // onTrack feeds the caller's PCMU payloads (20 ms of µ-law each) to the broker. It runs once
 // per RTP packet, so it reuses one buffer and one packet (TrackRemote.ReadRTP allocates both
-// for every packet); ReceiveAudio copies the payload it keeps.
+// for every packet); ReceiveAudio copies the payload it keeps. The moment each packet was
+// read goes with it, for the broker's inbound delay (backchannel_voice_audio_in_delay_seconds).
 func (p *peer) onTrack(t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
 	if t.Kind() != webrtc.RTPCodecTypeAudio || !strings.EqualFold(t.Codec().MimeType, webrtc.MimeTypePCMU) {
 		return
@@ -254,10 +267,17 @@ func (p *peer) onTrack(t *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
 		if err != nil {
 			return
 		}
+		read := p.vm.Now()
 		if pkt.Unmarshal(buf[:n]) != nil {
 			continue
 		}
-		if a := p.client.Load(); a != nil && len(pkt.Payload) > 0 {
+		a := p.client.Load()
+		if a == nil || len(pkt.Payload) == 0 {
+			continue
+		}
+		if ar, ok := a.c.(broker.AudioReceiver); ok {
+			ar.ReceiveAudioAt(pkt.Payload, read)
+		} else {
 			a.c.ReceiveAudio(pkt.Payload)
 		}
 	}
@@ -410,15 +430,38 @@ func (p *peer) Send(frame []byte) {
 
 // SendAudio implements broker.Transport: the chunk goes out on the agent's RTP track. Audio
 // that cannot keep up (more than a second waiting) is dropped, never queued without bound.
-func (p *peer) SendAudio(chunk []byte) {
+func (p *peer) SendAudio(chunk []byte) { p.sendAudio(outAudio{chunk: chunk}) }
+
+// SendAudioDue implements broker.AudioDueSender: SendAudio of a chunk the broker's pacing had
+// due at due; its delay is observed when its packet is written.
+func (p *peer) SendAudioDue(chunk []byte, due time.Time) {
+	p.sendAudio(outAudio{chunk: chunk, due: due})
+}
+
+// When nothing waits for audioLoop, the chunk is written here, on the caller's goroutine (the
+// session's loop), saving the frame a hand-over to another goroutine, which is a wait in the
+// run queue when the machine is busy. The first packets go through audioLoop: a write before
+// SRTP is up would wait for it.
+func (p *peer) sendAudio(a outAudio) {
 	select {
 	case <-p.stop:
 		return
 	default:
 	}
+	if p.queuedAudio.Load() == 0 && p.rtpOut.mu.TryLock() {
+		if p.rtpOut.written && p.queuedAudio.Load() == 0 { // SendAudio has one caller: none is queued now
+			p.writeAudio(a)
+			p.rtpOut.mu.Unlock()
+			return
+		}
+		p.rtpOut.mu.Unlock()
+	}
+	p.queuedAudio.Add(1)
 	select {
-	case p.audio <- chunk:
+	case p.audio <- a:
 	default:
+		p.queuedAudio.Add(-1)
+		p.vm.AudioDropped()
 	}
 }
 
@@ -556,42 +599,66 @@ const spurtGap = 200 * time.Millisecond
 // buffer sees a pause, not a late packet.
 func (p *peer) audioLoop() {
 	defer close(p.audioDone)
-	seq := uint16(rand.Uint32())
-	ts := rand.Uint32()
-	var next time.Time // when the audio sent so far ends
-	var pkt rtp.Packet
 	for {
-		var chunk []byte
+		var a outAudio
 		select {
-		case chunk = <-p.audio:
+		case a = <-p.audio:
 		case <-p.stop:
 			return
 		}
-		now := time.Now()
-		marker := false
-		if next.IsZero() || now.Sub(next) > spurtGap {
-			if !next.IsZero() {
-				silent := now.Sub(next) / (20 * time.Millisecond) * 160
-				ts += uint32(silent)
-			}
-			marker = true
-			next = now
-		}
-		for len(chunk) > 0 {
-			n := min(len(chunk), samplesPerPacket)
-			// One packet for all: WriteRTP copies it (and marshals the payload) before it returns.
-			pkt.Header = rtp.Header{Version: 2, Marker: marker, SequenceNumber: seq, Timestamp: ts}
-			pkt.Payload = chunk[:n]
-			if err := p.audioOut.WriteRTP(&pkt); err != nil {
-				p.log.Debug("webrtc: writing agent audio", "err", err)
-			}
-			seq++
-			ts += uint32(n)
-			marker = false
-			chunk = chunk[n:]
-			next = next.Add(time.Duration(n) * time.Second / 8000)
-		}
+		p.rtpOut.mu.Lock()
+		p.writeAudio(a)
+		p.rtpOut.mu.Unlock()
+		p.queuedAudio.Add(-1)
 	}
+}
+
+// rtpState is the numbering of the agent's RTP packets, shared by audioLoop and the direct
+// path of sendAudio under mu.
+type rtpState struct {
+	mu      sync.Mutex
+	seq     uint16
+	ts      uint32
+	next    time.Time // when the audio sent so far ends
+	pkt     rtp.Packet
+	written bool // a packet was written: SRTP is up, so a write does not wait for it
+}
+
+// writeAudio writes one chunk as packets of at most 20 ms. p.rtpOut.mu is held.
+func (p *peer) writeAudio(a outAudio) {
+	o := &p.rtpOut
+	chunk := a.chunk
+	now := time.Now()
+	marker := false
+	if o.next.IsZero() || now.Sub(o.next) > spurtGap {
+		if !o.next.IsZero() {
+			silent := now.Sub(o.next) / (20 * time.Millisecond) * 160
+			o.ts += uint32(silent)
+		}
+		marker = true
+		o.next = now
+	}
+	for len(chunk) > 0 {
+		n := min(len(chunk), samplesPerPacket)
+		// One packet for all: WriteRTP copies it (and marshals the payload) before it returns.
+		o.pkt.Header = rtp.Header{Version: 2, Marker: marker, SequenceNumber: o.seq, Timestamp: o.ts}
+		o.pkt.Payload = chunk[:n]
+		if err := p.audioOut.WriteRTP(&o.pkt); err != nil {
+			p.log.Debug("webrtc: writing agent audio", "err", err)
+		} else {
+			o.written = true
+			if !a.due.IsZero() {
+				p.vm.AudioWritten(a.due)
+				a.due = a.due.Add(time.Duration(n) * time.Second / 8000) // the next 20 ms of a longer chunk
+			}
+		}
+		o.seq++
+		o.ts += uint32(n)
+		marker = false
+		chunk = chunk[n:]
+		o.next = o.next.Add(time.Duration(n) * time.Second / 8000)
+	}
+	o.pkt.Payload = nil
 }
 
 // samplesPerPacket is 20 ms of PCMU.

@@ -194,7 +194,19 @@ func TestTextAgentSurvivesNodeKill(t *testing.T) {
 	t.Parallel()
 	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second, HoldTTL: 900 * time.Millisecond})
 	s := newSession(t, a, brokertest.KeyA)
-	h, running := s.queuedAndBlocked()
+	h := s.reportHost()
+	// A call that is over for good (its result was waited for): the journal keeps it apart
+	// from the agent's state (textagent.SettledCall), and B must still know it. It settles
+	// before w1 blocks: its completion prompt, delivered, no longer interrupts a wait (SPEC 13).
+	settled := s.deferJob(h, "a0", "report", nextID("h-settled-"), "zeroth")
+	result(h, settled, "", `"zeroth result"`)
+	s.agent.Expect(func(f Frame) bool {
+		return f.Type == "agent.prompt" && strings.Contains(f.Str("text"), "`a0` completed")
+	})
+	if r := s.waitResult("a0"); !strings.Contains(r.Str("content"), "zeroth result") {
+		t.Fatalf("the wait for a0 on A: %s", r)
+	}
+	running := s.queuedAndBlocked(h)
 	// Long enough for the text agent's state to be journaled (every second after events).
 	s.agent.Absent(2500*time.Millisecond, TypeWith("agent.tool_result", "call_id", "w1"))
 
@@ -209,6 +221,11 @@ func TestTextAgentSurvivesNodeKill(t *testing.T) {
 	h2.Expect("tool_deferred_resume")
 
 	onB.checkQueuedAndBlocked(h2, running)
+	if r := onB.waitResult("a0"); !strings.Contains(r.Str("content"), "already consumed") {
+		t.Errorf("SPEC 13: a wait on B for a result consumed on A: %s, want the already-consumed error", r)
+	}
+	onB.agent.Send(map[string]any{"type": "agent.tool_call", "id": "dup-a0", "call_id": "a0", "conversation_id": "root", "name": "report", "arguments": map[string]any{}})
+	onB.agent.Expect(TypeWith("error", "ref", "dup-a0"))
 	es := onB.timeline()
 	for _, e := range find(es, "notice", "") {
 		if e.Detail["text_agent"] == "restarted" {

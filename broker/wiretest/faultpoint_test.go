@@ -19,7 +19,7 @@ import (
 // faultNodes starts two nodes on one private Redis; node A stops at the first point named
 // point that one of its sessions reaches once arm is called: the returned channel is closed
 // then, and the session stays there until A is killed.
-func faultNodes(t *testing.T, point string) (a, b *brokertest.Broker, arm func(), hit <-chan struct{}) {
+func faultNodes(t *testing.T, point string) (a, b *brokertest.Broker, opts brokertest.Options, arm func(), hit <-chan struct{}) {
 	t.Helper()
 	var (
 		mu      sync.Mutex
@@ -29,7 +29,7 @@ func faultNodes(t *testing.T, point string) (a, b *brokertest.Broker, arm func()
 	)
 	t.Cleanup(func() { close(release) })
 	cfg := broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second, HoldTTL: 900 * time.Millisecond}
-	opts := brokertest.SharedRedis(t)
+	opts = brokertest.SharedRedis(t)
 	opts.Config = cfg
 	opts.Config.FaultPoint = func(p string) {
 		mu.Lock()
@@ -47,15 +47,17 @@ func faultNodes(t *testing.T, point string) (a, b *brokertest.Broker, arm func()
 	opts.Config = cfg
 	b = brokertest.Start(t, opts)
 	waitRelaying(t, a, b)
-	return a, b, func() { mu.Lock(); armed = true; mu.Unlock() }, reached
+	return a, b, opts, func() { mu.Lock(); armed = true; mu.Unlock() }, reached
 }
 
 // crash is what a fault-point test has once node A died at its point: the session as seen
-// through node B, its agent and host resumed there, and the last seq the host had seen on A.
+// through node B, its agent and host resumed there, the last seq the host had seen on A, and
+// the options that start another node on the same store.
 type crash struct {
 	onB      *session
 	ag, h    *Conn
 	hostSeen int64
+	opts     brokertest.Options
 }
 
 // crashAt starts a session on node A with a host of the deferred tool export (prepared further
@@ -70,7 +72,7 @@ func crashAt(t *testing.T, point string, before, act func(s *session, h *Conn)) 
 // before any client resumes on B (the session is not taken over before).
 func crashWith(t *testing.T, point, timeout string, before, act func(s *session, h *Conn), dead func(onB *session)) crash {
 	t.Helper()
-	a, b, arm, hit := faultNodes(t, point)
+	a, b, opts, arm, hit := faultNodes(t, point)
 	s := newSession(t, a, brokertest.KeyA)
 	h := s.host("host", decl("export", "deferred", true, "timeout", timeout))
 	before(s, h)
@@ -85,7 +87,7 @@ func crashWith(t *testing.T, point, timeout string, before, act func(s *session,
 	ag, _, _ := onB.resumeMoving("agent on B", "agent", agentToken, agentSeen, 15*time.Second)
 	onB.agent = ag
 	h2, _, _ := onB.resumeMoving("host on B", "host", hostToken, hostSeen, 15*time.Second)
-	return crash{onB: onB, ag: ag, h: h2, hostSeen: hostSeen}
+	return crash{onB: onB, ag: ag, h: h2, hostSeen: hostSeen, opts: opts}
 }
 
 // deferred makes the agent call export as a1 and the host defer it under handle; it returns
@@ -151,6 +153,50 @@ func TestKillBetweenJournalAndSend(t *testing.T) {
 		t.Errorf("SPEC 13: the wait on B: %s, want the cancelled result", r)
 	}
 	c.ag.Absent(500*time.Millisecond, answer)
+}
+
+// TestKillBetweenTokenAndWelcome covers SPEC 10 and 15 at a resume: the host's connection
+// drops and it resumes on node A, which journals the slot's new token and dies before the
+// welcome carrying it is written. The host has only the token its hello used; node B, taking
+// the session over, must take it — the host is not left with a spent token and its deferred
+// job orphaned — and then spends it (the resume rotated it again).
+func TestKillBetweenTokenAndWelcome(t *testing.T) {
+	t.Parallel()
+	var callID string
+	var used string
+	c := crashAt(t, broker.FaultBeforeWelcome, func(s *session, h *Conn) { callID = deferred(s, h, nextID("h-tw-")) }, func(s *session, h *Conn) {
+		used = h.Welcome.Str("resume_token")
+		h.Close()
+		again := Dial(t, s.b.WSURL, "host again on A")
+		again.SendHello(map[string]any{"id": nextID("resume-"), "role": "host", "session_id": s.sid,
+			"resume_token": h.Welcome.Str("resume_token"), "last_seq": h.LastSeq()})
+	})
+	if r := c.h.Expect("tool_deferred_resume"); len(r.Arr("jobs")) != 1 || r.Arr("jobs")[0].(map[string]any)["call_id"] != callID {
+		t.Errorf("SPEC 10: the host resumed on B with the token its last hello used: %s, want its deferred job", r)
+	}
+	// A frame from the host shows it has B's welcome: the token it used is spent, in the
+	// journal too — node C, taking the session over once B dies, refuses it and takes B's.
+	c.h.Send(map[string]any{"type": "tools.declare", "id": "d-tw", "tools": []any{decl("export", "deferred", true, "timeout", "30s")}})
+	c.h.Expect(TypeWith("tools.declared", "ref", "d-tw"))
+	c.onB.b.Kill()
+	opts := c.opts
+	opts.Config.FaultPoint = nil
+	onC := c.onB.on(brokertest.Start(t, opts))
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		old := Dial(t, onC.b.WSURL, "host with the used token on C")
+		old.SendHello(map[string]any{"id": nextID("resume-"), "role": "host", "session_id": onC.sid,
+			"resume_token": used, "last_seq": 0})
+		w := old.ExpectWelcome()
+		if w.Type == "welcome" || (w.Str("code") != "resume_invalid" && !strings.Contains(w.Str("message"), "moving")) || time.Now().After(deadline) {
+			t.Fatalf("SPEC 10: the token the host used on A, after it sent a frame on B, resumed on C: %s, want resume_invalid", w)
+		}
+		old.ExpectClosed(broker.StatusPolicy) // a refused hello's connection is closed
+		if w.Str("code") == "resume_invalid" {
+			break
+		}
+	}
+	h3, _, _ := onC.resumeMoving("host on C", "host", c.h.Welcome.Str("resume_token"), c.h.LastSeq(), 10*time.Second)
+	h3.Expect("tool_deferred_resume")
 }
 
 // TestKillInTheEventThatStartsACall: node A makes the job of an agent call — its tool_call is
@@ -318,5 +364,26 @@ func TestRelayAcrossRedisRestart(t *testing.T) {
 	h2.Send(map[string]any{"type": "tool_result", "id": "r-2", "call_id": c2.Str("call_id"), "output": "two"})
 	if r := s.agentResult("a2"); !strings.HasSuffix(r.Str("content"), "two") {
 		t.Errorf("SPEC 13: a call made after the restart: %s", r)
+	}
+}
+
+// TestKillInTheEventOfAHostsCancel: node A applies a host's job.cancel — the job is cancelled
+// in the store — and dies before the journal has its answer. The host, which never got one,
+// resumes on B and sends the cancel again: it is answered cancelled, as the first would have
+// been (SPEC 11, 15), not already_canceled; a third cancel, after that answer, is
+// already_canceled.
+func TestKillInTheEventOfAHostsCancel(t *testing.T) {
+	t.Parallel()
+	var callID string
+	c := crashAt(t, broker.FaultBeforeJournal, func(s *session, h *Conn) { callID = deferred(s, h, nextID("h-hc-")) }, func(s *session, h *Conn) {
+		h.Send(map[string]any{"type": "job.cancel", "id": "hc1", "call_id": callID})
+	})
+	c.h.Send(map[string]any{"type": "job.cancel", "id": "hc1", "call_id": callID})
+	if r := c.h.Expect(TypeWith("job.cancel_result", "ref", "hc1")); r.Str("result") != "cancelled" {
+		t.Errorf("SPEC 11, 15: the host's cancel sent again on B: %s, want cancelled (the first was applied, never answered)", r)
+	}
+	c.h.Send(map[string]any{"type": "job.cancel", "id": "hc2", "call_id": callID})
+	if r := c.h.Expect(TypeWith("job.cancel_result", "ref", "hc2")); r.Str("result") != "already_canceled" {
+		t.Errorf("SPEC 11: a second cancel after the answered one: %s, want already_canceled", r)
 	}
 }

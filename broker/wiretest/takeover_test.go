@@ -362,7 +362,8 @@ func TestTextAgentMovesToAnotherNode(t *testing.T) {
 	t.Parallel()
 	a, b := twoNodes(t, broker.Config{BackgroundAfter: 30 * time.Second, ResumeWindow: 20 * time.Second})
 	s := newSession(t, a, brokertest.KeyA)
-	h, running := s.queuedAndBlocked()
+	h := s.reportHost()
+	running := s.queuedAndBlocked(h)
 	s.agent.Absent(200*time.Millisecond, TypeWith("agent.tool_result", "call_id", "w1"))
 
 	agentToken, agentSeen := s.agent.Welcome.Str("resume_token"), s.agent.LastSeq()
@@ -427,12 +428,17 @@ func TestEdgeNodeDies(t *testing.T) {
 	s.waitTimeline("the relayed connection's drop", has("disconnect", ""))
 }
 
-// queuedAndBlocked gives the session's text agent a background call whose result is queued (not
-// consumed) — a1 — and a second one still running — a2 — with an exact wait blocked on it — w1;
-// it returns the host and a2's call id.
-func (s *session) queuedAndBlocked() (*Conn, string) {
+// reportHost attaches a host declaring the deferred tool report.
+func (s *session) reportHost() *Conn {
 	s.t.Helper()
-	h := s.host("host", decl("report", "deferred", true, "timeout", "30s"))
+	return s.host("host", decl("report", "deferred", true, "timeout", "30s"))
+}
+
+// queuedAndBlocked gives the session's text agent, through host h (reportHost), a background
+// call whose result is queued (not consumed) — a1 — and a second one still running — a2 — with
+// an exact wait blocked on it — w1; it returns a2's call id.
+func (s *session) queuedAndBlocked(h *Conn) string {
+	s.t.Helper()
 	done := s.deferJob(h, "a1", "report", nextID("h-done-"), "first") // a1 goes to the background
 	result(h, done, "", `"first result"`)
 	s.agent.Expect(func(f Frame) bool { // its completion prompt: the result is queued
@@ -440,7 +446,7 @@ func (s *session) queuedAndBlocked() (*Conn, string) {
 	})
 	running := s.deferJob(h, "a2", "report", nextID("h-run-"), "second")
 	s.agentCall("w1", "wait", map[string]any{"tool_call_id": "a2"}) // blocks
-	return h, running
+	return running
 }
 
 // checkQueuedAndBlocked checks, on the node the session moved to, what queuedAndBlocked set up

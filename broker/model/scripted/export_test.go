@@ -14,5 +14,8 @@ func NewWithProgram(ctx context.Context, events model.Events, program string) *M
 	return newModel(ctx, events, sync.OnceValue(func() string { return lookPath(program) }))
 }
 
+// Tone is tone, for its test.
+var Tone = tone
+
 // FirstWords is firstWords, for its test.
 var FirstWords = firstWords

@@ -96,8 +96,19 @@ var (
 	behindOnce  sync.Once // responses were queued faster than espeak-ng spoke them
 )
 
-// tone is the fallback audio of a response of ms milliseconds: a 440 Hz sine.
-func tone(ms int) []byte { return g711.Tone(440, ms, 0.3) }
+// tone is the fallback audio of a response of ms milliseconds: a 440 Hz sine. 440 Hz makes
+// exactly 22 cycles in 50 ms, so the tone is its first 50 ms over and over: copied, not a sine
+// computed per sample on the session's loop (it is made there: start).
+func tone(ms int) []byte {
+	out := make([]byte, ms*8)
+	for i := 0; i < len(out); {
+		i += copy(out[i:], toneCycle)
+	}
+	return out
+}
+
+// toneCycle is the first 50 ms of the tone.
+var toneCycle = g711.Tone(440, 50, 0.3)
 
 // response is one response of the scripted model whose audio and end are still to be
 // reported.

@@ -1,6 +1,7 @@
 package scripted_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -391,5 +392,14 @@ func TestOneMebibyteTurn(t *testing.T) {
 				t.Errorf("one turn of %d bytes allocated %d bytes, want at most 16×", len(text), alloc)
 			}
 		})
+	}
+}
+
+// TestToneIsTheSine: the tone made of repeated 50 ms cycles is the sine g711.Tone computes.
+func TestToneIsTheSine(t *testing.T) {
+	for _, ms := range []int{0, 20, 50, 60, 300, 1234, scripted.MaxSpokenWords * scripted.MSPerWord} {
+		if got, want := scripted.Tone(ms), g711.Tone(440, ms, 0.3); !bytes.Equal(got, want) {
+			t.Errorf("tone(%d) differs from g711.Tone", ms)
+		}
 	}
 }
