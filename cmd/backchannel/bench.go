@@ -10,8 +10,12 @@ import (
 
 // bench runs `backchannel bench`. With --peer-json it runs the job lifecycle benchmark against
 // the Redis at -redis and prints the one JSON line a peer benchmark harness expects (peerResult); without
-// it, the broker benchmarks over real WebSocket connections (bench_ws.go).
+// it, the broker benchmarks over real WebSocket connections (bench_ws.go). `bench voice` runs
+// the voice benchmark with WebRTC callers instead (bench_voice.go).
 func bench(args []string) error {
+	if len(args) > 0 && args[0] == "voice" {
+		return benchVoice(args[1:]) // WebRTC callers (bench_voice.go)
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	peer := fs.Bool("peer-json", false, "run the lifecycle benchmark against -redis and print one JSON line (for a peer benchmark harness)")
 	addr := fs.String("redis", "", "HOST:PORT of the Redis to use (bench without it starts a private redis-server)")

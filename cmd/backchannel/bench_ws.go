@@ -106,7 +106,21 @@ var listenRE = regexp.MustCompile(`backchannel listening on http://(\S+)`)
 // When it exits or hangs before that, it is killed and reaped, and the error ends with the last
 // line it wrote to stderr (its reason).
 func startServe(bin string, args []string) (*served, error) {
+	return startServeEnv(bin, args, nil)
+}
+
+// startServeEnv is startServe with the environment env (nil: this process's).
+func startServeEnv(bin string, args, env []string) (*served, error) {
+	return startChild(bin, args, env, listenRE, "backchannel serve")
+}
+
+// startChild runs bin with args and env (nil: this process's) and waits (at most 30 s) for a
+// line of its standard output that listen matches; its first group is the child's address.
+// When the child exits or hangs before that, it is killed and reaped, and the error ends with
+// the last line it wrote to stderr (its reason). The rest of its output is discarded.
+func startChild(bin string, args, env []string, listen *regexp.Regexp, what string) (*served, error) {
 	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -120,14 +134,14 @@ func startServe(bin string, args []string) (*served, error) {
 	defer hung.Stop()
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
-		if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+		if m := listen.FindStringSubmatch(sc.Text()); m != nil {
 			go func() { _, _ = io.Copy(io.Discard, out) }()
 			return &served{cmd: cmd, addr: m[1]}, nil
 		}
 	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	return nil, fmt.Errorf("backchannel serve did not print its listen line: %s", stderr.String())
+	return nil, fmt.Errorf("%s did not print its listen line: %s", what, stderr.String())
 }
 
 // lastLine is an io.Writer that keeps the last complete line written to it.
@@ -159,6 +173,8 @@ func (w *lastLine) String() string {
 	return string(w.line)
 }
 
+// stop interrupts the child (a graceful shutdown) and reaps it; one still running after 30 s
+// is killed.
 func (s *served) stop() {
 	_ = s.cmd.Process.Signal(os.Interrupt)
 	done := make(chan struct{})
@@ -172,8 +188,11 @@ func (s *served) stop() {
 }
 
 // cpuSeconds is the child's CPU time so far (utime + stime from /proc).
-func (s *served) cpuSeconds() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+func (s *served) cpuSeconds() float64 { return cpuSecondsOf(s.cmd.Process.Pid) }
+
+// cpuSecondsOf is a process's CPU time so far (utime + stime from /proc).
+func cpuSecondsOf(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}

@@ -54,5 +54,5 @@ commands:
   verify-permission   read {"action","arguments","ask","reply"} JSON lines on stdin, write verdicts
   call                call a tool of a session as a text agent, and wait for its result
   simulate-realtime   run the OpenAI Realtime simulator standalone (for serve --model openai)
-  bench               measure the broker (--peer-json: the lifecycle benchmark as one JSON line, for a peer harness)
+  bench               measure the broker (bench voice: WebRTC callers per node; --peer-json: the lifecycle benchmark as one JSON line, for a peer harness)
 `

@@ -646,3 +646,44 @@ func TestProcessServeEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessServeGCPercent: serve runs the collector at --gc-percent, 200 by default, and leaves
+// a GOGC of the environment alone when the flag is not given (SPEC 18), as its /metrics shows
+// (go_gc_gogc_percent, the runtime's /gc/gogc:percent).
+func TestProcessServeGCPercent(t *testing.T) {
+	t.Parallel()
+	def := "200"
+	if v, ok := os.LookupEnv("GOGC"); ok {
+		def = v // this test's own environment sets it: serve leaves it alone
+	}
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"default", nil, nil, def},
+		{"flag", nil, []string{"--gc-percent", "300"}, "300"},
+		{"variable", []string{"BACKCHANNEL_GC_PERCENT=250"}, nil, "250"},
+		{"GOGC", []string{"GOGC=150"}, nil, "150"},
+		{"GOGC and flag", []string{"GOGC=150"}, []string{"--gc-percent", "300"}, "300"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := startProcEnv(t, "serve-gc-"+c.name, c.env, append([]string{"serve", "--addr", "127.0.0.1:0"}, c.args...)...)
+			m := p.waitLine(listeningLine)
+			status, _, body := wiretest.HTTPDo(t, "GET", "http://127.0.0.1:"+m[1]+"/metrics", "", "", "")
+			got := ""
+			for _, l := range strings.Split(string(body), "\n") {
+				if v, ok := strings.CutPrefix(l, "go_gc_gogc_percent "); ok {
+					got = v
+				}
+			}
+			if status != http.StatusOK || got != c.want {
+				t.Errorf("env %v, args %v: /metrics %d, go_gc_gogc_percent %q; want %s", c.env, c.args, status, got, c.want)
+			}
+			p.signal(syscall.SIGTERM)
+			p.expectExit0()
+		})
+	}
+}

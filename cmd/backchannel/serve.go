@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -63,6 +64,9 @@ type serveConfig struct {
 	maxHostSlots    int
 	timelineMax     int
 	maxFollowers    int
+	pprofAddr       string
+	cpuProfile      string
+	gcPercent       int
 }
 
 // envOr returns the environment variable's value, or def.
@@ -132,6 +136,10 @@ func parseServe(args []string) (*serveConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	gcPercent, err := envInt("BACKCHANNEL_GC_PERCENT", gcPercentDefault())
+	if err != nil {
+		return nil, err
+	}
 	timelineMax, err := envParsed("BACKCHANNEL_TIMELINE_MAX_BYTES", 4<<20, parseSize)
 	if err != nil {
 		return nil, err
@@ -169,6 +177,9 @@ func parseServe(args []string) (*serveConfig, error) {
 		return err
 	})
 	fs.IntVar(&c.maxFollowers, "max-timeline-followers", maxFollowers, "?follow=1 timeline streams per session [BACKCHANNEL_MAX_TIMELINE_FOLLOWERS]")
+	fs.StringVar(&c.pprofAddr, "pprof-addr", envOr("BACKCHANNEL_PPROF_ADDR", ""), "serve Go's profiles (/debug/pprof/, block and mutex profiles on) on this address, apart from the broker's; keep it private (default: off) [BACKCHANNEL_PPROF_ADDR]")
+	fs.IntVar(&c.gcPercent, "gc-percent", gcPercent, "the Go collector's target percentage, as GOGC (default 200; 0 leaves it to GOGC, the default when GOGC is set) [BACKCHANNEL_GC_PERCENT]")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the process to this file until it exits (for profiling, e.g. under bench voice)")
 	fs.StringVar(&c.nodeID, "node-id", envOr("BACKCHANNEL_NODE_ID", fmt.Sprintf("%s-%d", host, os.Getpid())), "this node's name [BACKCHANNEL_NODE_ID]")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -191,6 +202,9 @@ func parseServe(args []string) (*serveConfig, error) {
 	}
 	if c.resumeWindow <= 0 || c.backgroundAfter <= 0 {
 		return nil, errors.New("--resume-window and --background-after must be positive")
+	}
+	if c.gcPercent < 0 {
+		return nil, fmt.Errorf("--gc-percent %d: want a positive percentage, or 0 for GOGC's", c.gcPercent)
 	}
 	if err := c.checkWebRTCPorts(); err != nil {
 		return nil, err
@@ -289,6 +303,18 @@ func serve(args []string) error {
 		}
 		return err
 	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %v", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	setGCPercent(c.gcPercent)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", c.nodeID)
 	keys, err := broker.ParseAPIKeys(c.apiKeys)
 	if err != nil {
@@ -301,6 +327,13 @@ func serve(args []string) error {
 		}
 		keys = map[string]string{"dev": "dev"}
 		fmt.Println("backchannel: no --api-keys given; on loopback, tenant dev has the API key dev")
+	}
+	if c.pprofAddr != "" {
+		stopPprof, err := servePprof(c.pprofAddr, pprofBlockRate, pprofMutexFraction, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
 	}
 	var store cluster.Store
 	var closeStore func()

@@ -43,14 +43,29 @@ func serveSettings() []serveSetting {
 		{"webrtc-ice-servers", "BACKCHANNEL_WEBRTC_ICE_SERVERS", "", "stun:stun.example.com:3478", "stun:stun.example.com:3478", func(c *serveConfig) any { return c.rtcICEServers }},
 		{"webrtc-turn-username", "BACKCHANNEL_WEBRTC_TURN_USERNAME", "", "u", "u", func(c *serveConfig) any { return c.rtcTURNUser }},
 		{"webrtc-turn-credential", "BACKCHANNEL_WEBRTC_TURN_CREDENTIAL", "", "p", "p", func(c *serveConfig) any { return c.rtcTURNPass }},
+		{"gc-percent", "BACKCHANNEL_GC_PERCENT", 200, "400", 400, func(c *serveConfig) any { return c.gcPercent }},
 	}
 }
 
-// clearServeEnv unsets every BACKCHANNEL_* variable for the test (restored when it ends).
+// TestServeGCPercentLeavesGOGC checks that GOGC in the environment, which the Go runtime has
+// read already, is left alone unless --gc-percent (or its variable) is given.
+func TestServeGCPercentLeavesGOGC(t *testing.T) {
+	clearServeEnv(t)
+	t.Setenv("GOGC", "150")
+	if c, err := parseServe(nil); err != nil || c.gcPercent != 0 {
+		t.Errorf("GOGC=150 without --gc-percent: gc percent %d, %v; want 0 (the runtime's)", c.gcPercent, err)
+	}
+	if c, err := parseServe([]string{"--gc-percent", "300"}); err != nil || c.gcPercent != 300 {
+		t.Errorf("GOGC=150 --gc-percent 300: gc percent %d, %v; want 300", c.gcPercent, err)
+	}
+}
+
+// clearServeEnv unsets every BACKCHANNEL_* variable, and GOGC, for the test (restored when it
+// ends).
 func clearServeEnv(t *testing.T) {
 	t.Helper()
 	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "BACKCHANNEL_") {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "BACKCHANNEL_") || name == "GOGC" {
 			t.Setenv(name, "")
 			if err := os.Unsetenv(name); err != nil {
 				t.Fatal(err)
@@ -141,6 +156,7 @@ func TestServeRejectsBadConfiguration(t *testing.T) {
 		{env: map[string]string{"BACKCHANNEL_BACKGROUND_AFTER": "soon"}, want: `BACKCHANNEL_BACKGROUND_AFTER="soon"`},
 		{env: map[string]string{"BACKCHANNEL_WEBRTC_UDP_PORT": "x"}, want: `BACKCHANNEL_WEBRTC_UDP_PORT="x": not an integer`},
 		{args: []string{"--webrtc-ice-servers", "turn:turn.example.com:3478"}, want: "a TURN server needs --webrtc-turn-username and --webrtc-turn-credential"},
+		{args: []string{"--gc-percent", "-5"}, want: "--gc-percent -5: want a positive percentage"},
 		{args: []string{"extra"}, want: "unexpected arguments [extra]"},
 	} {
 		t.Run(c.want, func(t *testing.T) {
