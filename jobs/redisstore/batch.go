@@ -125,6 +125,7 @@ func (b *batcher) work() {
 			}
 		}
 		b.send(batch)
+		clear(batch) // an idle worker keeps no request (its frames) alive
 	}
 }
 
