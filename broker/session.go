@@ -140,9 +140,34 @@ func (s *Session) engine() *jobs.Engine { return s.node.engine }
 func (s *Session) post(fn func()) bool { return s.mb.post(fn, false) }
 
 // after runs fn as an event of the session after d of the node's clock. The returned timer
-// may be stopped.
+// may be stopped; once stopped it keeps nothing of the session alive (sessionTimer).
 func (s *Session) after(d time.Duration, fn func()) Timer {
-	return s.node.cfg.Clock.AfterFunc(d, func() { s.post(fn) })
+	st := &sessionTimer{}
+	ev := func() { s.post(fn) }
+	st.fn.Store(&ev)
+	st.t = s.node.cfg.Clock.AfterFunc(d, st.fire)
+	return st
+}
+
+// sessionTimer is a timer of a session that lets go of its function when it is stopped. Go
+// keeps a stopped timer, with its function, in its timer heap until the moment it was due
+// (or until enough of the heap is stopped timers): a stopped resume window would keep its
+// session — its tools and their compiled schemas — alive for minutes after the session ended.
+type sessionTimer struct {
+	t  Timer
+	fn atomic.Pointer[func()]
+}
+
+func (st *sessionTimer) fire() {
+	if fn := st.fn.Swap(nil); fn != nil {
+		(*fn)()
+	}
+}
+
+// Stop implements Timer.
+func (st *sessionTimer) Stop() bool {
+	st.fn.Store(nil)
+	return st.t.Stop()
 }
 
 // now is the time of the node's clock.
