@@ -17,18 +17,21 @@ import (
 // test opens it; it records what each write carried.
 type gatedJournal struct {
 	cluster.Journal
-	mu      sync.Mutex
-	armed   bool
-	entered chan struct{} // a write waits at the gate
-	open    chan struct{}
-	writes  [][]cluster.JournalFrameWrite
+	mu        sync.Mutex
+	armed     bool
+	entered   chan struct{} // a write waits at the gate
+	open      chan struct{}
+	writes    [][]cluster.JournalFrameWrite // since it was armed
+	recording bool
 }
 
 func (g *gatedJournal) AppendFrames(ctx context.Context, node, tenant, id string, w cluster.JournalWrite) error {
 	g.mu.Lock()
 	armed := g.armed
 	g.armed = false
-	g.writes = append(g.writes, w.Frames)
+	if g.recording {
+		g.writes = append(g.writes, w.Frames)
+	}
 	g.mu.Unlock()
 	if armed {
 		close(g.entered)
@@ -37,16 +40,31 @@ func (g *gatedJournal) AppendFrames(ctx context.Context, node, tenant, id string
 	return g.Journal.AppendFrames(ctx, node, tenant, id, w)
 }
 
+// arm has the next write wait at the gate, and records the writes from it on.
+func (g *gatedJournal) arm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed, g.recording, g.writes = true, true, nil
+}
+
+// gatedNode starts a node on a private Redis whose journal is a gatedJournal (not armed yet),
+// in place before the node's loops start.
+func gatedNode(t *testing.T) (*Node, *gatedJournal) {
+	t.Helper()
+	g := &gatedJournal{entered: make(chan struct{}), open: make(chan struct{})}
+	opts := redisstore.Options{Client: redistest.New(t), Prefix: redistest.Prefix(t)}
+	n, _ := redisNode(t, "a", opts, func(n *Node) { g.Journal, n.journal = n.journal, g })
+	return n, g
+}
+
 // TestEventsGoOnWhileTheJournalWrites: a journal write runs off the session's loop. While one
 // is in flight (held at the gate), the session handles its next events — an agent's call
 // makes its job in the store — and their frames wait; once the write is answered, the frames
 // of every event that queued behind it go in one write, then out, in order.
 func TestEventsGoOnWhileTheJournalWrites(t *testing.T) {
-	opts := redisstore.Options{Client: redistest.New(t), Prefix: redistest.Prefix(t)}
-	n, _ := redisNode(t, "a", opts)
+	n, g := gatedNode(t)
 	s, host, agent, _ := hostAndAgentCall(t, n, nil)
-	g := &gatedJournal{Journal: n.journal, armed: true, entered: make(chan struct{}), open: make(chan struct{})}
-	n.journal = g
+	g.arm()
 
 	host.send(map[string]any{"type": "job.cancel", "id": "b1", "call_id": "call_00000000000000000000"})
 	select {
@@ -97,14 +115,10 @@ func TestEventsGoOnWhileTheJournalWrites(t *testing.T) {
 // not have yet (a write in flight) is dropped when the caller barges in — it is never played
 // late, after the caller started speaking.
 func TestBargeInDropsHeldAudio(t *testing.T) {
-	opts := redisstore.Options{Client: redistest.New(t), Prefix: redistest.Prefix(t)}
-	n, _ := redisNode(t, "a", opts)
+	n, g := gatedNode(t)
 	ac := voiceCaller(t, n)
 	s := ac.c.session
-	g := &gatedJournal{Journal: n.journal, armed: true, entered: make(chan struct{}), open: make(chan struct{})}
-	inFlight := make(chan struct{})
-	s.post(func() { n.journal = g; close(inFlight) })
-	<-inFlight
+	g.arm()
 	// The turn's echo waits for the gated write; the response's transcript and audio queue
 	// behind it.
 	ac.c.Receive([]byte(`{"type":"caller.text","text":"say` + strings.Repeat(" word", 50) + `"}`))
