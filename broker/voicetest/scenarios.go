@@ -1242,9 +1242,26 @@ func permissionNoStaleClarification(t *testing.T, vs *voiceSession) {
 	vs.clock.Resume()
 	clarification := fmt.Sprintf(`I need a clear yes or no. Shall I run pay with %s?`, args)
 	approving, approvingEcho := again, againEcho // the caller's turn that approved the call
-	if _, err := vs.host.waitFrom(0, 2*time.Second, typ("tool_call", "name", "pay")); err != nil {
+	// What the broker made of the second "yes" shows in what comes first: the call dispatched,
+	// or the clarification started after it had the turn (one that started before, on a
+	// stalled machine, and was cut by the turn says nothing either way). No time limit of the
+	// test's decides it: on a loaded machine the dispatch can take seconds.
+	approved := false
+	for deadline := time.Now().Add(waitTimeout); ; {
+		if _, err := vs.host.waitFrom(0, 50*time.Millisecond, typ("tool_call", "name", "pay")); err == nil {
+			approved = true
+			break
+		}
+		if slices.ContainsFunc(vs.transcriptsFrom(againEcho+1), func(e event) bool { return e.F.str("text") == clarification }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SPEC 12: after the second yes, neither the call dispatched nor the clarification asked:%s", vs.caller.dump(again))
+		}
+	}
+	if !approved {
 		// Not approved: the clarification is asked, and a clear yes approves.
-		vs.hear(again, clarification)
+		vs.hear(againEcho, clarification)
 		approving, approvingEcho = vs.sayEcho("yes")
 		vs.host.expect(typ("tool_call", "name", "pay"))
 	}
