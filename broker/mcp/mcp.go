@@ -41,6 +41,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -113,8 +114,10 @@ type binding struct {
 	streams []*streamWriter
 	idleFor time.Duration // mcp_idle_ms
 	timer   *time.Timer   // runs while no request and no stream is open
-	onIdle  func()
-	gone    bool // released: no timer is armed again
+	// afterFunc starts the timer: time.AfterFunc when nil (a test holds stopped timers with it).
+	afterFunc func(time.Duration, func()) *time.Timer
+	onIdle    func()
+	gone      bool // released: no timer is armed again
 }
 
 // enter counts a POST request of the MCP session in; leave counts it out.
@@ -179,7 +182,20 @@ func (b *binding) armLocked() {
 	if b.gone || b.posts > 0 || len(b.streams) > 0 || b.timer != nil || b.onIdle == nil {
 		return
 	}
-	b.timer = time.AfterFunc(b.idleFor, b.expire)
+	after := b.afterFunc
+	if after == nil {
+		after = time.AfterFunc
+	}
+	// The timer holds the binding weakly: Go keeps a stopped timer, with its function, until
+	// the moment it was due (mcp_idle, minutes), and a released binding — its port, its
+	// session, their tools — must not live on in it. While the binding is in use the handler
+	// holds it.
+	wb := weak.Make(b)
+	b.timer = after(b.idleFor, func() {
+		if b := wb.Value(); b != nil {
+			b.expire()
+		}
+	})
 }
 
 func (b *binding) stopTimerLocked() {
