@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -685,5 +686,41 @@ func TestProcessServeGCPercent(t *testing.T) {
 			p.signal(syscall.SIGTERM)
 			p.expectExit0()
 		})
+	}
+}
+
+// TestProcessServeProfiles (SPEC 18 --pprof-addr, --cpuprofile): the profiles are served on
+// their own address, not on the broker's, with the block and mutex profiles on; the CPU profile
+// is written to its file when serve exits.
+func TestProcessServeProfiles(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pprofAddr := ln.Addr().String()
+	_ = ln.Close()
+	cpu := filepath.Join(t.TempDir(), "cpu.pprof")
+	p, base := startServeProc(t, "serve-profiles", "--pprof-addr", pprofAddr, "--cpuprofile", cpu)
+	if status, _, body := wiretest.HTTPDo(t, "GET", "http://"+pprofAddr+"/debug/pprof/", "", "", ""); status != http.StatusOK ||
+		!strings.Contains(string(body), "block") || !strings.Contains(string(body), "mutex") {
+		t.Errorf("--pprof-addr: /debug/pprof/ answered %d:\n%s", status, body)
+	}
+	// The mutex profile names its sampling period; the block profile, off, has no records (and
+	// serve's goroutines have blocked on their selects since it started).
+	if _, _, body := wiretest.HTTPDo(t, "GET", "http://"+pprofAddr+"/debug/pprof/mutex?debug=1", "", "", ""); !strings.Contains(string(body), "sampling period=100") {
+		t.Errorf("the mutex profile is not on:\n%.300s", body)
+	}
+	if _, _, body := wiretest.HTTPDo(t, "GET", "http://"+pprofAddr+"/debug/pprof/block?debug=1", "", "", ""); !regexp.MustCompile(`(?m)^\d+ \d+ @`).Match(body) {
+		t.Errorf("the block profile is not on:\n%.300s", body)
+	}
+	if status, _, _ := wiretest.HTTPDo(t, "GET", base+"/debug/pprof/", "", "", ""); status == http.StatusOK {
+		t.Errorf("the broker's own address serves the profiles too")
+	}
+	p.signal(syscall.SIGTERM)
+	p.expectExit0()
+	data, err := os.ReadFile(cpu)
+	if err != nil || len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		t.Errorf("--cpuprofile: %d bytes, err %v; want a gzipped profile", len(data), err)
 	}
 }
