@@ -111,12 +111,14 @@ const renewChunk = 64
 
 func (s *Store) renewLeases(ctx context.Context, node, tenant string, ids []string, ttl time.Duration) ([]string, error) {
 	k := s.keysOf(tenant)
-	ks := make([]string, 0, len(ids)+1)
+	ks := make([]string, 0, 2*len(ids)+1)
 	ks = append(ks, k.leases())
 	args := make([]any, 0, len(ids)+3)
 	args = append(args, node, ttl.Milliseconds(), journalTTL.Milliseconds())
 	for _, id := range ids {
-		ks = append(ks, k.live(id))
+		// The settled calls live as long as the record: a session whose agent settles nothing
+		// for the journal's ttl must not lose them while its state stays.
+		ks = append(ks, k.live(id), k.settled(id))
 		args = append(args, id)
 	}
 	lost, err := journalRenew.Run(ctx, s.rdb, ks, args...).StringSlice()

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/backchannel-io/backchannel/cluster"
 	"github.com/backchannel-io/backchannel/internal/redistest"
 	"github.com/backchannel-io/backchannel/jobs"
 	"github.com/backchannel-io/backchannel/jobs/redisstore"
@@ -128,5 +129,34 @@ func TestClusterSpreadsTenants(t *testing.T) {
 		if err != nil || n == 0 {
 			t.Errorf("node %s holds %d keys (%v), want the keys of tenant %s", s.Addr, n, err, byNode[s.Addr])
 		}
+	}
+}
+
+// TestRenewKeepsSettledCalls: the text agent's settled calls, kept apart from its state, live
+// as long as the session's record — a lease renewal renews their ttl with the record's, so a
+// session whose agent settles nothing for the journal's ttl keeps them.
+func TestRenewKeepsSettledCalls(t *testing.T) {
+	client := redistest.New(t)
+	prefix := redistest.Prefix(t)
+	s := newStoreWithPrefix(t, client, prefix)
+	ctx := context.Background()
+	const tenant, id = "tenant-a", "sess_settled_ttl"
+	if err := s.SaveSession(ctx, "node-1", tenant, id, []byte(`{}`), nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendFrames(ctx, "node-1", tenant, id, cluster.JournalWrite{Max: 10, AgentState: []byte(`{}`),
+		AgentSettled: [][]byte{[]byte(`{"call_id":"a1"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	settled := prefix + "{t:" + tenant + "}:settled:" + id
+	// Days pass with nothing settled: the list's ttl is low.
+	if err := client.PExpire(ctx, settled, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RenewLeases(ctx, "node-1", tenant, []string{id}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := client.PTTL(ctx, settled).Val(); ttl < 24*time.Hour {
+		t.Errorf("after a renewal the settled calls expire in %v, the record in %v", ttl, client.PTTL(ctx, prefix+"{t:"+tenant+"}:live:"+id).Val())
 	}
 }
